@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Proves that the pages under docs/ and the committed code agree. Read-only: it tangles the docs in
+# a temporary copy and compares. Exits non-zero when
+#   - entangled logs any error or warning (it exits 0 even then, so its log is read),
+#   - a tangled file differs from the committed one, or is produced but not committed,
+#   - a committed file under src/ or tests/ is produced by no page (and is not hand-written below),
+#   - a page tangles into a file outside src/ and tests/.
+set -euo pipefail
+
+# Hand-written files allowed in the generated folders (the README's layout section names them).
+HAND_WRITTEN=(
+  tests/conftest.py
+  tests/test_check_tangle.py
+)
+
+top=$(git rev-parse --show-toplevel)
+cd "$top"
+python -c 'import entangled' 2>/dev/null || { echo "check_tangle: no python with entangled on PATH (run 'make setup')"; exit 2; }
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp -r docs entangled.toml "$tmp"/
+(cd "$tmp" && python "$top/scripts/tangle.py" tangle) >"$tmp/tangle.log" 2>&1 || { cat "$tmp/tangle.log"; echo "check_tangle: entangled failed"; exit 1; }
+
+fail=0
+if grep -Eq '\b(ERROR|WARNING|CRITICAL)\b' "$tmp/tangle.log"; then
+  echo "check_tangle: entangled reported problems:"
+  grep -E '\b(ERROR|WARNING|CRITICAL)\b' "$tmp/tangle.log"
+  fail=1
+fi
+
+# What the docs produce, relative to the root (entangled's own database excluded).
+produced=$(cd "$tmp" && find . -type f ! -path './docs/*' ! -path './.entangled/*' \
+             ! -name entangled.toml ! -name tangle.log | sed 's|^\./||' | sort)
+
+for f in $produced; do
+  case "$f" in
+    src/*|tests/*) ;;
+    *) echo "check_tangle: a page tangles into $f, outside src/ and tests/"; fail=1; continue ;;
+  esac
+  if ! git ls-files --error-unmatch "$f" >/dev/null 2>&1; then
+    echo "check_tangle: $f is produced by the docs but not committed"; fail=1
+  elif ! cmp -s "$tmp/$f" "$f"; then
+    echo "check_tangle: $f differs from what the docs produce:"
+    diff -u "$tmp/$f" "$f" | head -n 20 || true
+    fail=1
+  fi
+done
+
+for f in $(git ls-files src tests); do
+  case "$f" in *__pycache__*) continue ;; esac
+  if printf '%s\n' "${HAND_WRITTEN[@]}" | grep -qx "$f"; then continue; fi
+  if ! printf '%s\n' $produced | grep -qx "$f"; then
+    echo "check_tangle: $f is committed but produced by no page"; fail=1
+  fi
+done
+
+if [ $fail -ne 0 ]; then
+  echo "check_tangle: FAILED"
+  exit 1
+fi
+echo "check_tangle: OK ($(printf '%s\n' $produced | wc -l) files agree with docs/)"

@@ -1,0 +1,286 @@
+# ~/~ begin <<docs/theory/00-motivation.md#src/minimodel/roofline.py>>[init]
+"""The roofline model: hardware ceilings, FLOP and byte counts for attention, and the plot.
+
+Every FLOP and byte figure in minimodel comes from this module. Tangled from
+docs/theory/00-motivation.md; edit the page, not this file.
+"""
+
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from minimodel.reference import check_mask_args
+
+__all__ = [
+    "HARDWARE", "Ceilings", "LayerCosts", "RooflinePoint", "arithmetic_intensity",
+    "attention_flops", "attention_min_bytes", "decoder_layer_costs", "measure_ceilings",
+    "naive_attention_bytes", "plot_roofline", "visible_pairs",
+]
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-ceilings>>[init]
+@dataclass(frozen=True)
+class Ceilings:
+    """The two roofs of one device, plus the on-chip sizes that tile choices depend on."""
+
+    name: str
+    peak_flops: float  # pi, FLOP/s (dense fp16/bf16 matrix rate, or a measured matmul)
+    bandwidth: float  # beta, bytes/s of device memory (HBM, or DRAM on a CPU)
+    l2_bytes: int | None = None
+    smem_per_sm_bytes: int | None = None
+    source: str = ""
+
+    def __post_init__(self):
+        if not (self.peak_flops > 0 and self.bandwidth > 0):
+            raise ValueError(
+                f"ceilings must be positive, got peak_flops={self.peak_flops}, "
+                f"bandwidth={self.bandwidth}"
+            )
+
+    @property
+    def ridge(self) -> float:
+        """I* = pi / beta: the intensity (FLOP/byte) where the two roofs meet."""
+        return self.peak_flops / self.bandwidth
+
+    def attainable(self, intensity: float) -> float:
+        """min(pi, I * beta): the best rate a kernel of intensity I can reach."""
+        if not intensity > 0:
+            raise ValueError(f"intensity must be positive, got {intensity}")
+        return min(self.peak_flops, intensity * self.bandwidth)
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-hardware>>[init]
+KiB, MiB = 2**10, 2**20
+
+HARDWARE: dict[str, Ceilings] = {
+    "H200": Ceilings(
+        "H200 SXM", peak_flops=989.4e12, bandwidth=4.8e12, l2_bytes=60 * MiB,
+        smem_per_sm_bytes=228 * KiB,
+        source="NVIDIA H200 datasheet (dense FP16/BF16 tensor core, HBM3e); L2 as reported by "
+        "torch.cuda.get_device_properties on our H200; shared memory per SM from the CUDA C++ "
+        "programming guide, compute capability 9.0 (227 KiB usable by one block)",
+    ),
+    "H100": Ceilings(
+        "H100 SXM", peak_flops=989.4e12, bandwidth=3.35e12, l2_bytes=50 * MiB,
+        smem_per_sm_bytes=228 * KiB,
+        source="NVIDIA H100 datasheet (SXM5, dense FP16/BF16 tensor core, HBM3); L2 from the "
+        "Hopper architecture whitepaper; shared memory per SM from the CUDA C++ programming "
+        "guide, compute capability 9.0",
+    ),
+    "A100": Ceilings(
+        "A100 SXM 80GB", peak_flops=312e12, bandwidth=2.039e12, l2_bytes=40 * MiB,
+        smem_per_sm_bytes=164 * KiB,
+        source="NVIDIA A100 datasheet (SXM 80GB, dense FP16/BF16 tensor core, HBM2e); L2 from "
+        "the Ampere architecture whitepaper; shared memory per SM from the CUDA C++ programming "
+        "guide, compute capability 8.0 (163 KiB usable by one block)",
+    ),
+}
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-measure>>[init]
+def _median_seconds(fn: Callable[[], object], device: torch.device, reps: int) -> float:
+    """Median wall time of fn() over reps runs, after two warm-up runs."""
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_ceilings(
+    device: str | torch.device | None = None,
+    *,
+    dtype: torch.dtype | None = None,
+    matmul_n: int | None = None,
+    copy_bytes: int | None = None,
+    reps: int = 10,
+) -> Ceilings:
+    """Measure (peak matmul FLOP/s, copy bytes/s) of `device` (default: CUDA if present).
+
+    Defaults: on a GPU an 8192^3 fp16 matmul and a 2 GiB copy; on a CPU a 1024^3 float32
+    matmul and a 256 MiB copy.
+    """
+    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    gpu = device.type == "cuda"
+    dtype = dtype or (torch.float16 if gpu else torch.float32)
+    n = matmul_n or (8192 if gpu else 1024)
+    copy_bytes = copy_bytes or (2 * 2**30 if gpu else 256 * 2**20)
+    if n < 1 or copy_bytes < 1 or reps < 1:
+        raise ValueError(f"matmul_n, copy_bytes, reps must be >= 1, got {n}, {copy_bytes}, {reps}")
+
+    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))  # never zeros
+    matmul_s = _median_seconds(lambda: a @ b, device, reps)
+    src = torch.randn(copy_bytes // 4, device=device)
+    dst = torch.empty_like(src)
+    copy_s = _median_seconds(lambda: dst.copy_(src), device, reps)
+
+    name = torch.cuda.get_device_name(device) if gpu else f"CPU ({platform.machine()})"
+    props = torch.cuda.get_device_properties(device) if gpu else None
+    return Ceilings(
+        f"{name} (measured)",
+        peak_flops=2 * n**3 / matmul_s,
+        bandwidth=2 * src.nbytes / copy_s,  # read + write
+        l2_bytes=getattr(props, "L2_cache_size", None),
+        smem_per_sm_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
+        source=f"measure_ceilings: {n}^3 {dtype} matmul, {src.nbytes} B copy, median of {reps}",
+    )
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-flops>>[init]
+def visible_pairs(nq: int, nk: int, *, causal: bool = False, window: int | None = None) -> int:
+    """|V|: how many (query, key) pairs are visible, with the reference's bottom-right alignment."""
+    check_mask_args(causal, window)
+    _check_positive(nq=nq, nk=nk)
+    if not causal:
+        return nq * nk
+    total = 0
+    for i in range(nq):
+        p = i + nk - nq  # query i stands at key position p
+        lo = 0 if window is None else max(0, p - window + 1)
+        total += max(0, min(p, nk - 1) - lo + 1)
+    return total
+
+
+def attention_flops(
+    b: int, hq: int, nq: int, nk: int, d: int, *, causal: bool = False, window: int | None = None
+) -> int:
+    """F = 4 * B * Hq * d * |V|: the matmul FLOPs of the forward pass (QK^T and PV)."""
+    _check_positive(b=b, hq=hq, d=d)
+    return 4 * b * hq * d * visible_pairs(nq, nk, causal=causal, window=window)
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-bytes>>[init]
+def naive_attention_bytes(
+    b: int, hq: int, hkv: int, nq: int, nk: int, d: int, *, elem_bytes: int = 2
+) -> int:
+    """HBM bytes of three-kernel attention that writes and re-reads S and P."""
+    _check_positive(b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, elem_bytes=elem_bytes)
+    per_batch = hq * (2 * nq * d + 4 * nq * nk) + hkv * 2 * nk * d
+    return elem_bytes * b * per_batch
+
+
+def attention_min_bytes(
+    b: int, hq: int, hkv: int, nq: int, nk: int, d: int, *, elem_bytes: int = 2
+) -> int:
+    """Compulsory HBM bytes: read Q, K, V once and write O once (the fused kernel's floor)."""
+    _check_positive(b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, elem_bytes=elem_bytes)
+    return elem_bytes * b * (2 * hq * nq * d + 2 * hkv * nk * d)
+
+
+def arithmetic_intensity(flops: float, nbytes: float) -> float:
+    """I = F / Q in FLOP per byte."""
+    if not (flops >= 0 and nbytes > 0):
+        raise ValueError(f"need flops >= 0 and nbytes > 0, got flops={flops}, nbytes={nbytes}")
+    return flops / nbytes
+
+
+def _check_positive(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-decoder>>[init]
+@dataclass(frozen=True)
+class LayerCosts:
+    """One decoder layer, one decode step (one new token per sequence)."""
+
+    proj_flops: int  # projections + MLP, whole batch
+    attn_flops: int  # QK^T and PV against the context, whole batch
+    weight_bytes: int  # every weight read once, shared by the batch
+    kv_bytes: int  # every sequence's K and V cache read once
+
+
+def decoder_layer_costs(
+    d_model: int, n_heads: int, n_kv_heads: int, context: int, *, batch: int = 1,
+    mlp_ratio: int = 4, elem_bytes: int = 2,
+) -> LayerCosts:
+    """FLOPs and bytes of one decode step of one layer (the counts on Theory 00)."""
+    _check_positive(d_model=d_model, n_heads=n_heads, n_kv_heads=n_kv_heads, context=context,
+                    batch=batch, mlp_ratio=mlp_ratio, elem_bytes=elem_bytes)
+    if d_model % n_heads or n_heads % n_kv_heads:
+        raise ValueError(
+            f"need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "
+            f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
+        )
+    d_kv = n_kv_heads * (d_model // n_heads)
+    weights = 2 * d_model * d_model + 2 * d_model * d_kv + 2 * mlp_ratio * d_model**2
+    return LayerCosts(
+        proj_flops=2 * batch * weights,
+        attn_flops=4 * batch * context * d_model,
+        weight_bytes=elem_bytes * weights,
+        kv_bytes=elem_bytes * batch * 2 * context * d_kv,
+    )
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-plot>>[init]
+@dataclass(frozen=True)
+class RooflinePoint:
+    """A kernel on the roofline: its intensity and, if measured, its achieved FLOP/s."""
+
+    label: str
+    intensity: float
+    flops_per_s: float | None = None  # None: drawn at the attainable rate (a prediction)
+
+
+def plot_roofline(
+    ceilings: Sequence[Ceilings],
+    points: Sequence[RooflinePoint],
+    path: str | Path,
+    *,
+    title: str | None = None,
+) -> None:
+    """Draw one roof per entry of `ceilings` and the labelled points; save to `path` (.svg/.png).
+
+    Predicted points (no measured rate) sit on the first roof, hollow; measured ones are filled.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not ceilings:
+        raise ValueError("plot_roofline needs at least one Ceilings")
+    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: regenerated figures diff cleanly
+    intensities = [p.intensity for p in points] + [c.ridge for c in ceilings]
+    lo, hi = min(intensities) / 4, max(intensities) * 4
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for c in ceilings:
+        ax.plot(xs, [c.attainable(x) / 1e12 for x in xs], label=c.name)
+    for p in points:
+        y = p.flops_per_s if p.flops_per_s is not None else ceilings[0].attainable(p.intensity)
+        face = "C3" if p.flops_per_s is not None else "none"
+        ax.plot(p.intensity, y / 1e12, "o", markerfacecolor=face, markeredgecolor="C3")
+        ax.annotate(p.label, (p.intensity, y / 1e12), textcoords="offset points", xytext=(6, -12),
+                    fontsize=8)
+    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
+           ylabel="TFLOP/s", title=title or "")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None} if str(path).endswith(".svg") else None)
+    plt.close(fig)
+# ~/~ end
+# ~/~ end
