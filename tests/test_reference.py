@@ -117,7 +117,8 @@ def _qkv(q_shape=(1, 2, 4, 8), kv_shape=(1, 2, 4, 8)):
         (_qkv(), {"window": 3}, r"window=3 needs causal=True"),
         (_qkv(), {"causal": True, "window": 0}, r"window must be >= 1.*got 0"),
         (_qkv(), {"causal": True, "window": 2.5}, r"window must be an int"),
-        (_qkv(), {"scale": float("nan")}, r"scale must be finite"),
+        (_qkv(), {"scale": float("nan")}, r"scale must be finite and positive, got nan"),
+        (_qkv(), {"scale": -0.5}, r"scale must be finite and positive, got -0.5"),
         (_qkv(q_shape=(1, 2, 0, 8)), {}, r"q must not be empty"),
     ],
 )

@@ -75,13 +75,13 @@ def check_mask_args(causal: bool, window: int | None) -> None:
 
 
 def resolve_scale(scale: float | None, head_dim: int) -> float:
-    """The softmax scale tau: `head_dim ** -0.5` unless given; a finite, non-zero number."""
+    """The softmax scale tau: `head_dim ** -0.5` unless given; a finite, positive number."""
     if scale is None:
         return head_dim**-0.5
     if isinstance(scale, bool) or not isinstance(scale, (int, float)):
         raise ValueError(f"scale must be a number or None, got {scale!r}")
-    if not math.isfinite(scale) or scale == 0:
-        raise ValueError(f"scale must be finite and non-zero, got {scale}")
+    if not (math.isfinite(scale) and scale > 0):  # a softmax temperature is positive
+        raise ValueError(f"scale must be finite and positive, got {scale}")
     return float(scale)
 # ~/~ end
 

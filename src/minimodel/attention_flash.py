@@ -1,0 +1,256 @@
+# ~/~ begin <<docs/lab/02-flash-triton.md#src/minimodel/attention_flash.py>>[init]
+"""FlashAttention forward in Triton: tiles of Q stay on chip, K/V tiles stream through the online
+softmax, S and P never reach device memory.
+
+Tangled from docs/lab/02-flash-triton.md; edit the page, not this file.
+"""
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from minimodel.reference import check_attention_inputs, check_mask_args, resolve_scale
+
+__all__ = ["flash_attention"]
+
+# Read when this module is imported, like triton itself reads it: set it before importing.
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
+LN2: tl.constexpr = 0.6931471805599453  # log(x) = log2(x) ln 2
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-inner-loop>>[init]
+@triton.jit
+def _attn_fwd_inner(
+    acc, l_i, m_i, q, desc_k, desc_v, off_b, off_hkv, offs_m, lo, hi,
+    qk_scale, n_k, shift, window,
+    BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    """Stream key/value tiles [lo, hi) of one kv head through the online softmax of one Q tile."""
+    offs_n = tl.arange(0, BLOCK_N)
+    p_i = offs_m + shift  # the key position each query row stands at
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = desc_k.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # S_ij / tau
+        if MASKED:  # a boundary tile: hide the pairs the reference hides, then guard empty rows
+            j = start_n + offs_n[None, :]
+            visible = j < n_k
+            if CAUSAL:
+                visible &= j <= p_i[:, None]
+            if WINDOWED:
+                visible &= j > p_i[:, None] - window
+            s = tl.where(visible, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
+            p = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' S_ij - m_i')
+        else:  # interior tile: every pair visible, so the max is finite and no guard is needed
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # tau' > 0 commutes with max
+            m_use = m_new
+            p = tl.math.exp2(qk * qk_scale - m_use[:, None])  # one FMA per score
+        alpha = tl.math.exp2(m_i - m_use)  # alpha_i = 2^(m_i - m_i')
+        l_i = l_i * alpha + tl.sum(p, 1)  # l_i' = alpha_i l_i + sum_j P~_ij
+        v = desc_v.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc' += P~ V
+        m_i = m_new
+    return acc, l_i, m_i
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-kernel>>[init]
+@triton.jit
+def _attn_fwd(
+    desc_q, desc_k, desc_v, desc_o, lse_ptr,
+    qk_scale, n_q, n_k, n_heads, group, window, stride_lse_b, stride_lse_h,
+    N_Q_BUCKET, N_K_BUCKET,  # autotuning keys only
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, STORE_LSE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # heaviest (last) query tiles first
+    off_bh = tl.program_id(1)
+    off_b, off_h = off_bh // n_heads, off_bh % n_heads
+    off_hkv = off_h // group  # GQA: query head h reads kv head h // (Hq / Hkv)
+    m0 = start_m * BLOCK_M
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    shift = n_k - n_q  # query i stands at key position p_i = i + shift
+
+    # The key range [lo, hi) this tile visits, and inside it the interior [full_lo, full_hi)
+    # where every pair is visible to every row. All run boundaries but hi are tile-aligned.
+    lo = 0
+    full_lo = 0
+    hi = n_k
+    full_hi = n_k // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        p_first = m0 + shift
+        p_last = m0 + BLOCK_M - 1 + shift
+        hi = tl.maximum(tl.minimum(n_k, p_last + 1), 0)  # keys past p_last: invisible to all
+        if WINDOWED:
+            lo = tl.maximum(0, p_first - window + 1) // BLOCK_N * BLOCK_N
+            full_lo = tl.maximum(0, p_last - window + 1)
+            full_lo = tl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, tl.maximum(hi, lo))
+        full_hi = tl.maximum(tl.minimum(n_k, p_first + 1), 0) // BLOCK_N * BLOCK_N
+        full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
+
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max m_i (log2 units)
+    l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum l_i
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)  # running sum of P~ V
+    q = desc_q.load([off_b, off_h, m0, 0]).reshape(BLOCK_M, HEAD_DIM)  # stays on chip
+
+    acc, l_i, m_i = _attn_fwd_inner(  # the window's edge: masked
+        acc, l_i, m_i, q, desc_k, desc_v, off_b, off_hkv, offs_m, lo, full_lo,
+        qk_scale, n_k, shift, window, BLOCK_N, HEAD_DIM, True, CAUSAL, WINDOWED, DOT_PRECISION)
+    acc, l_i, m_i = _attn_fwd_inner(  # the interior: no mask at all
+        acc, l_i, m_i, q, desc_k, desc_v, off_b, off_hkv, offs_m, full_lo, full_hi,
+        qk_scale, n_k, shift, window, BLOCK_N, HEAD_DIM, False, CAUSAL, WINDOWED, DOT_PRECISION)
+    acc, l_i, m_i = _attn_fwd_inner(  # the diagonal and the ragged end: masked
+        acc, l_i, m_i, q, desc_k, desc_v, off_b, off_hkv, offs_m, full_hi, hi,
+        qk_scale, n_k, shift, window, BLOCK_N, HEAD_DIM, True, CAUSAL, WINDOWED, DOT_PRECISION)
+
+    empty = l_i == 0.0  # rows that saw no key: O = 0 and lse = -inf, never NaN
+    l_safe = tl.where(empty, 1.0, l_i)
+    out = acc / l_safe[:, None]
+    desc_o.store([off_b, off_h, m0, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
+    if STORE_LSE:
+        lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
+        tl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
+                 mask=offs_m < n_q)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-config-space>>[init]
+# (BLOCK_M, BLOCK_N, num_warps, num_stages)
+FLASH_CONFIGS = [
+    (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
+    (64, 64, 4, 3), (128, 32, 4, 4),
+]
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-configs>>[init]
+def _set_block_shapes(nargs):
+    """Autotune pre-hook: give each descriptor the tile shape of the config being run."""
+    bm, bn, hd = nargs["BLOCK_M"], nargs["BLOCK_N"], nargs["HEAD_DIM"]
+    nargs["desc_q"].block_shape = [1, 1, bm, hd]
+    nargs["desc_o"].block_shape = [1, 1, bm, hd]
+    nargs["desc_k"].block_shape = [1, 1, bn, hd]
+    nargs["desc_v"].block_shape = [1, 1, bn, hd]
+
+
+SMEM_BUDGET = 200 * 1024  # of the 227 KiB per block on Hopper, leaving room for the compiler
+
+
+def _configs() -> list[triton.Config]:
+    if INTERPRET:
+        return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, pre_hook=_set_block_shapes)]
+    return [
+        triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s,
+                      pre_hook=_set_block_shapes)
+        for bm, bn, w, s in FLASH_CONFIGS
+    ]
+
+
+def _prune(configs, named_args, **kwargs):
+    """Keep the configs whose Q tile and K/V pipeline fit in shared memory."""
+    head_dim = kwargs["HEAD_DIM"]
+    elem = named_args["desc_q"].base.element_size()
+    fits = [c for c in configs
+            if elem * head_dim * (c.kwargs["BLOCK_M"] + 2 * c.num_stages * c.kwargs["BLOCK_N"])
+            <= SMEM_BUDGET]
+    return fits or [min(configs, key=lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]))]
+
+
+_attn_fwd_tuned = triton.autotune(
+    configs=_configs(),
+    key=["N_Q_BUCKET", "N_K_BUCKET", "HEAD_DIM", "CAUSAL", "WINDOWED", "DOT_PRECISION"],
+    prune_configs_by={"early_config_prune": _prune},
+)(_attn_fwd)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-validate>>[init]
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: int) -> None:
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
+    if INTERPRET:
+        if q.dtype == torch.bfloat16:
+            raise ValueError(
+                "bfloat16 is refused under TRITON_INTERPRET=1: Triton's interpreter computes it "
+                "wrongly. Use float16 or float32 on the CPU, or run on a GPU"
+            )
+        if q.device.type != "cpu":
+            raise ValueError(f"under TRITON_INTERPRET=1 the kernel takes CPU tensors, got {q.device}")
+    elif q.device.type != "cuda":
+        raise ValueError(
+            f"flash_attention needs CUDA tensors, got device {q.device}. Without a GPU, set "
+            "TRITON_INTERPRET=1 before triton is imported to run the kernel in the interpreter"
+        )
+    if not (16 <= d <= 256 and d % 8 == 0):
+        raise ValueError(f"head_dim must be a multiple of 8 in [16, 256], got d={d}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        strides_ok = all((s * t.element_size()) % 16 == 0 for s, n in zip(t.stride()[:-1],
+                                                                          t.shape[:-1],
+                                                                          strict=True) if n > 1)
+        if t.stride(-1) != 1 or not strides_ok or t.data_ptr() % 16:
+            raise ValueError(
+                f"{name} has strides {t.stride()} ({t.dtype}): the kernel reads tiles with the "
+                "TMA, which needs a unit stride along head_dim, 16-byte multiples for the other "
+                f"strides and a 16-byte aligned start. Pass {name}.contiguous()"
+            )
+
+
+def _descriptor(t: torch.Tensor, head_dim: int) -> TensorDescriptor:
+    """A (B, H, N, d) descriptor; a dimension of size 1 gets a harmless well-aligned stride."""
+    strides = [s if n > 1 else t.shape[-1] for s, n in zip(t.stride(), t.shape, strict=True)]
+    strides[-1] = 1
+    return TensorDescriptor(t, list(t.shape), strides, [1, 1, 16, head_dim])  # tile set per config
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-wrapper>>[init]
+def flash_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    window: int | None = None,
+    scale: float | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention forward: the function `attention_ref` specifies, in one Triton kernel.
+
+    q: (B, Hq, Nq, d); k, v: (B, Hkv, Nk, d), Hq % Hkv == 0 (GQA/MQA read the shared kv head in
+    place). float16 / bfloat16 / float32 (no bfloat16 under the interpreter); d a multiple of 8
+    in [16, 256]. causal aligns bottom-right; window=W (causal only) keeps the W latest keys.
+
+    Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
+    (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
+    """
+    b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
+    check_mask_args(causal, window)
+    tau = resolve_scale(scale, d)
+    _check_kernel_inputs(q, k, v, d)
+    head_dim = max(16, triton.next_power_of_2(d))  # the tile's width; TMA zero-fills d..head_dim
+
+    o = torch.empty((b, hq, nq, d), dtype=q.dtype, device=q.device)
+    lse = torch.empty((b, hq, nq) if return_lse else (1, 1, 1), dtype=torch.float32,
+                      device=q.device)
+    grid = lambda meta: (triton.cdiv(nq, meta["BLOCK_M"]), b * hq)
+    _attn_fwd_tuned[grid](
+        *(_descriptor(t, head_dim) for t in (q, k, v, o)), lse,
+        tau * LOG2E, nq, nk, hq, hq // hkv, window or 0, lse.stride(0), lse.stride(1),
+        triton.next_power_of_2(nq), triton.next_power_of_2(nk),
+        HEAD_DIM=head_dim, CAUSAL=causal, WINDOWED=window is not None, STORE_LSE=return_lse,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # no TF32 for fp32 input
+    )
+    return (o, lse) if return_lse else o
+# ~/~ end
+# ~/~ end
