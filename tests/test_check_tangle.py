@@ -10,7 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent  # the environment's bin/, with python and entangled
-pytestmark = pytest.mark.skipif(not (BIN / "entangled").exists(), reason="entangled is not installed")
+pytestmark = pytest.mark.skipif(not (BIN / "entangled").exists(),
+                                reason="entangled is not installed in this environment")
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ __all__ = ["flash_attention"]
 # Read when this module is imported, like triton itself reads it: set it before importing.
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
-LN2: tl.constexpr = 0.6931471805599453  # log(x) = log2(x) ln 2
+LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-inner-loop>>[init]
 @triton.jit
@@ -186,7 +186,9 @@ def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
                 "wrongly. Use float16 or float32 on the CPU, or run on a GPU"
             )
         if q.device.type != "cpu":
-            raise ValueError(f"under TRITON_INTERPRET=1 the kernel takes CPU tensors, got {q.device}")
+            raise ValueError(
+                f"under TRITON_INTERPRET=1 the kernel takes CPU tensors, got device {q.device}"
+            )
     elif q.device.type != "cuda":
         raise ValueError(
             f"flash_attention needs CUDA tensors, got device {q.device}. Without a GPU, set "
