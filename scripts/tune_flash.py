@@ -46,15 +46,16 @@ def launch(cfg, shape, q, k, v):
     bm, bn, w, s = cfg
     hd = shape["d"]
     o = torch.empty_like(q)
-    lse = torch.empty(1, 1, 1, device="cuda")
+    lse = torch.empty(shape["b"], shape["h"], shape["n"], device="cuda")
     descs = [af._descriptor(t, hd) for t in (q, k, v, o)]
     for desc, rows in zip(descs, (bm, bn, bn, bm), strict=True):
         desc.block_shape = [1, 1, rows, hd]
     grid = (triton.cdiv(shape["n"], bm), shape["b"] * shape["h"])
     af._attn_fwd[grid](
-        *descs, lse, hd**-0.5 * af.LOG2E, shape["n"], shape["n"], shape["h"], 1, 0, 1, 1, 0, 0,
+        *descs, lse, hd**-0.5 * af.LOG2E, shape["n"], shape["n"], shape["h"], 1, 0,
+        lse.stride(0), lse.stride(1), 0, 0,
         BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=hd, CAUSAL=shape["causal"], WINDOWED=False,
-        STORE_LSE=False, DOT_PRECISION="tf32", num_warps=w, num_stages=s)
+        DOT_PRECISION="tf32", num_warps=w, num_stages=s)
     return o
 
 

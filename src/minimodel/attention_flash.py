@@ -62,14 +62,16 @@ def _attn_fwd_inner(
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-kernel>>[init]
-@triton.jit
+# Integer arguments are not specialised (Triton would otherwise compile separate variants for
+# values that are 1 or multiples of 16): lengths vary per call, and the TMA makes alignment moot.
+@triton.jit(do_not_specialize=["n_q", "n_k", "n_heads", "group", "window", "stride_lse_b",
+                               "stride_lse_h", "N_Q_BUCKET", "N_K_BUCKET"])
 def _attn_fwd(
     desc_q, desc_k, desc_v, desc_o, lse_ptr,
     qk_scale, n_q, n_k, n_heads, group, window, stride_lse_b, stride_lse_h,
     N_Q_BUCKET, N_K_BUCKET,  # autotuning keys only
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, STORE_LSE: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    CAUSAL: tl.constexpr, WINDOWED: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     start_m = tl.num_programs(0) - 1 - tl.program_id(0)  # heaviest (last) query tiles first
     off_bh = tl.program_id(1)
@@ -115,18 +117,18 @@ def _attn_fwd(
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
     desc_o.store([off_b, off_h, m0, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
-    if STORE_LSE:
-        lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
-        tl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
-                 mask=offs_m < n_q)
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)  # 4 bytes a row
+    tl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
+             mask=offs_m < n_q)
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-config-space>>[init]
-# (BLOCK_M, BLOCK_N, num_warps, num_stages)
+# (BLOCK_M, BLOCK_N, num_warps, num_stages): the best of data/flash-config-sweep-h200.json on
+# each of its 8 shapes, plus the config that was never worse than 95% of the best there.
 FLASH_CONFIGS = [
-    (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 2), (128, 128, 8, 3),
-    (64, 64, 4, 3), (128, 32, 4, 4),
+    (128, 64, 4, 2), (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (64, 128, 4, 3),
+    (128, 128, 4, 3),
 ]
 # ~/~ end
 
@@ -243,14 +245,13 @@ def flash_attention(
     head_dim = max(16, triton.next_power_of_2(d))  # the tile's width; TMA zero-fills d..head_dim
 
     o = torch.empty((b, hq, nq, d), dtype=q.dtype, device=q.device)
-    lse = torch.empty((b, hq, nq) if return_lse else (1, 1, 1), dtype=torch.float32,
-                      device=q.device)
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
     grid = lambda meta: (triton.cdiv(nq, meta["BLOCK_M"]), b * hq)
     _attn_fwd_tuned[grid](
         *(_descriptor(t, head_dim) for t in (q, k, v, o)), lse,
         tau * LOG2E, nq, nk, hq, hq // hkv, window or 0, lse.stride(0), lse.stride(1),
         triton.next_power_of_2(nq), triton.next_power_of_2(nk),
-        HEAD_DIM=head_dim, CAUSAL=causal, WINDOWED=window is not None, STORE_LSE=return_lse,
+        HEAD_DIM=head_dim, CAUSAL=causal, WINDOWED=window is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # no TF32 for fp32 input
     )
     return (o, lse) if return_lse else o

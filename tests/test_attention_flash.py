@@ -1,0 +1,158 @@
+# ~/~ begin <<docs/lab/02-flash-triton.md#tests/test_attention_flash.py>>[init]
+"""Checks of the Triton Flash forward kernel (tangled from docs/lab/02-flash-triton.md)."""
+
+import itertools
+
+import pytest
+import torch
+
+from minimodel import attention_flash
+from minimodel.attention_flash import flash_attention
+from minimodel.reference import attention_ref, visible_mask
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-helpers>>[init]
+def make_qkv(b, hq, hkv, nq, nk, d, dtype=torch.float32, device="cpu", seed=0):
+    g = torch.Generator(device=device).manual_seed(seed)
+    q = torch.randn(b, hq, nq, d, generator=g, device=device).to(dtype)
+    k = torch.randn(b, hkv, nk, d, generator=g, device=device).to(dtype)
+    v = torch.randn(b, hkv, nk, d, generator=g, device=device).to(dtype)
+    return q, k, v
+
+
+def attention_same_dtype(q, k, v, *, causal=False, window=None, scale=None):
+    """PyTorch's own attention in the inputs' dtype: the error budget the kernel is held to."""
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    s = (q * (scale or q.shape[-1] ** -0.5)) @ k.transpose(-1, -2)
+    mask = visible_mask(q.shape[2], k.shape[2], causal=causal, window=window, device=q.device)
+    p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1).nan_to_num(0.0)
+    return p @ v
+
+
+def check_against_reference(q, k, v, *, causal=False, window=None, scale=None, fp16_bar=True):
+    """Output and lse against the float64 reference; error at most 2x PyTorch's own."""
+    mask = {"causal": causal, "window": window}
+    out, lse = flash_attention(q, k, v, **mask, scale=scale, return_lse=True)
+    assert out.dtype == q.dtype and out.shape == q.shape
+    assert lse.dtype == torch.float32 and lse.shape == q.shape[:3]
+    ref, ref_lse = attention_ref(q.double(), k.double(), v.double(), **mask, scale=scale,
+                                 return_lse=True)
+    err = (out.double() - ref).abs().max().item()
+    torch_err = attention_same_dtype(q, k, v, **mask, scale=scale).double() - ref
+    assert not out.isnan().any()
+    assert err <= 2 * torch_err.abs().max().item() + 1e-6, (err, torch_err.abs().max().item())
+    if q.dtype == torch.float16 and fp16_bar:  # the phase's definition of done
+        torch.testing.assert_close(out.float(), ref.float(), atol=1e-3, rtol=1e-3)
+    assert torch.equal(lse.isinf(), ref_lse.isinf())  # -inf exactly on the rows that see nothing
+    finite = ref_lse.isfinite()
+    torch.testing.assert_close(lse[finite].double(), ref_lse[finite], atol=1e-4, rtol=1e-4)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-cpu>>[init]
+LENGTHS = [(1, 1), (17, 17), (64, 64), (100, 100), (130, 130), (1, 100), (17, 130), (130, 17),
+           (64, 100), (100, 64)]
+HEAD_DIMS = [16, 32, 48, 64, 80, 128]
+HEADS = [(4, 4), (4, 2), (4, 1)]  # MHA, GQA, MQA
+MASKS = [{}, {"causal": True}, {"causal": True, "window": 24}]
+GRID = [
+    (nq, nk, HEAD_DIMS[i % len(HEAD_DIMS)], HEADS[i % len(HEADS)], mask)
+    for i, ((nq, nk), mask) in enumerate(itertools.product(LENGTHS, MASKS))
+]
+
+
+@pytest.mark.parametrize(("nq", "nk", "d", "heads", "mask"), GRID)
+def test_matches_reference_float32(nq, nk, d, heads, mask):
+    check_against_reference(*make_qkv(2, *heads, nq, nk, d), **mask)
+
+
+@pytest.mark.parametrize(("nq", "nk", "d", "heads", "mask"), GRID[::3])
+def test_matches_reference_float16(nq, nk, d, heads, mask):
+    check_against_reference(*make_qkv(1, *heads, nq, nk, d, dtype=torch.float16), **mask)
+
+
+def test_non_contiguous_views():
+    # (B, N, H, d) storage read as (B, H, N, d), and one head of a packed QKV tensor.
+    qkv = torch.randn(2, 100, 3, 4, 64)
+    q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
+    assert not q.is_contiguous()
+    check_against_reference(q, k, v, causal=True)
+    wide = torch.randn(1, 3, 2, 130, 48)
+    check_against_reference(wide[:, 0], wide[:, 1], wide[:, 2])
+
+
+def test_fully_masked_rows_are_zero_with_minus_inf_lse():
+    q, k, v = make_qkv(1, 2, 1, 100, 30, 32)  # Nq > Nk: the first 70 queries see nothing
+    out, lse = flash_attention(q, k, v, causal=True, return_lse=True)
+    assert (out[:, :, :70] == 0).all() and (lse[:, :, :70] == float("-inf")).all()
+    check_against_reference(q, k, v, causal=True)
+
+
+def test_window_limits():
+    q, k, v = make_qkv(1, 2, 2, 90, 90, 32)
+    torch.testing.assert_close(flash_attention(q, k, v, causal=True, window=1), v)
+    torch.testing.assert_close(flash_attention(q, k, v, causal=True, window=500),
+                               flash_attention(q, k, v, causal=True))
+
+
+def test_custom_scale_and_large_logits():
+    q, k, v = make_qkv(1, 2, 2, 70, 70, 64)
+    check_against_reference(q * 30, k, v, scale=0.3)  # scores in the hundreds: no overflow
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-errors>>[init]
+@pytest.mark.parametrize(
+    ("make", "kwargs", "match"),
+    [
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32)[:2] + (torch.randn(1, 2, 8),), {},
+         r"v must have rank 4"),
+        (lambda: make_qkv(1, 3, 2, 8, 8, 32), {}, r"Hq=3 must be a multiple of kv heads Hkv=2"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 8), {}, r"head_dim must be a multiple of 8 in \[16, "
+                                                 r"256\], got d=8"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 264), {}, r"got d=264"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 20), {}, r"got d=20"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32), {"window": 4}, r"window=4 needs causal=True"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32, dtype=torch.float64), {},
+         r"dtype torch.float64 is not supported"),
+        (lambda: tuple(t.to(torch.bfloat16) for t in make_qkv(1, 2, 2, 8, 8, 32)), {},
+         r"bfloat16 is refused under TRITON_INTERPRET=1"),
+        (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32).half()), {},
+         r"share one dtype"),
+        (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32, device="meta")), {},
+         r"must be on one device"),
+        (lambda: (torch.randn(1, 2, 32, 8).transpose(-1, -2), *make_qkv(1, 2, 2, 8, 8, 32)[1:]),
+         {}, r"q has strides \(512, 256, 1, 8\).*unit stride along head_dim"),
+        (lambda: (torch.randn(1 * 2 * 8 * 32 + 1)[1:].view(1, 2, 8, 32),
+                  *make_qkv(1, 2, 2, 8, 8, 32)[1:]), {}, r"16-byte aligned start"),
+    ],
+)
+def test_bad_input_raises(make, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        flash_attention(*make(), **kwargs)
+
+
+def test_cpu_tensors_need_the_interpreter(monkeypatch):
+    monkeypatch.setattr(attention_flash, "INTERPRET", False)
+    with pytest.raises(ValueError, match=r"needs CUDA tensors, got device cpu.*TRITON_INTERPRET"):
+        flash_attention(*make_qkv(1, 2, 2, 8, 8, 32))
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-gpu>>[init]
+GPU_SHAPES = [  # (B, Hq, Hkv, Nq, Nk, d)
+    (2, 8, 8, 1023, 1023, 64), (1, 8, 2, 2048, 2048, 128), (1, 4, 1, 4097, 4097, 96),
+    (1, 2, 2, 8192, 8192, 128), (1, 4, 4, 2048, 2048, 256), (1, 8, 8, 1, 8192, 128),
+    (1, 8, 2, 300, 4096, 80),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", GPU_SHAPES)
+@pytest.mark.parametrize("mask", MASKS[:2] + [{"causal": True, "window": 1000}])
+def test_gpu_matches_reference(shape, dtype, mask):
+    check_against_reference(*make_qkv(*shape, dtype=dtype, device="cuda"), **mask)
+# ~/~ end
+# ~/~ end
