@@ -8,6 +8,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -22,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def environment() -> dict:
     """What produced a data file: device, library versions, git commit, date."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    commit = (subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True).stdout.strip()
+              or os.environ.get("MINIMODEL_COMMIT", "unknown"))  # the GPU copy has no .git
     return {
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.machine(),
         "torch": torch.__version__,

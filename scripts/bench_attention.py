@@ -1,0 +1,213 @@
+"""Forward-attention benchmark: minimodel's Flash kernel against PyTorch's SDPA backends
+(FlashAttention-2, cuDNN, memory-efficient), FlexAttention under torch.compile, and naive
+attention, measured in one process on the same inputs. Writes a JSON data file with the
+environment; tables and figures on the site are made from it (scripts/fig_bench.py).
+
+    python scripts/bench_attention.py --out data/bench-attention-h200.json
+    python scripts/bench_attention.py --out /tmp/x.json --quick     # a few shapes, for a smoke run
+
+The grid is FlashAttention-2's: 16k tokens in total (B = 16384 / N), hidden 2048 (H = 2048 / d),
+d in {64, 128}, N from 512 to 16k, causal and not, fp16 and bf16. Two extra groups: GQA against
+MHA at the same FLOPs (Hq = 32, d = 128, Hkv = 8 vs 32) and a sliding window (W = 4096 at
+N = 16k) against full causal attention. FLOPs come from minimodel.roofline (visible pairs only).
+Compilation (our autotuner, Flex's inductor kernels) is done first in parallel worker processes
+so that it does not dominate the run; timing is then done by this process alone on the GPU.
+"""
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import multiprocessing as mp
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+import triton
+from measure_ceilings import environment  # scripts/ is on sys.path when run as a script
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+from minimodel.attention_flash import flash_attention
+from minimodel.reference import attention_ref, visible_mask
+from minimodel.roofline import attention_flops
+
+ROOT = Path(__file__).resolve().parents[1]
+IMPLS = ["minimodel", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex", "naive"]
+SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
+        "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    group: str  # "fa2" (FlashAttention-2's grid), "gqa", "window"
+    dtype: str
+    b: int
+    hq: int
+    hkv: int
+    n: int
+    d: int
+    causal: bool
+    window: int | None = None
+
+    @property
+    def flops(self) -> int:
+        return attention_flops(self.b, self.hq, self.n, self.n, self.d, causal=self.causal,
+                               window=self.window)
+
+
+def cases(quick: bool) -> list[Case]:
+    lengths = [2048, 8192] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+    out = [Case("fa2", dt, 16384 // n, 2048 // d, 2048 // d, n, d, causal)
+           for dt in (["float16"] if quick else ["float16", "bfloat16"])
+           for d in (64, 128) for causal in (False, True) for n in lengths]
+    out += [Case("gqa", "float16", 16384 // n, 32, hkv, n, 128, causal)
+            for n in (2048, 8192) for causal in (False, True) for hkv in (32, 8)]
+    out += [Case("window", "float16", 1, 16, 16, 16384, 128, True, w) for w in (None, 4096)]
+    return out
+
+
+def inputs(case: Case, seed: int = 0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    dt = getattr(torch, case.dtype)
+    q = torch.randn(case.b, case.hq, case.n, case.d, device="cuda", generator=g, dtype=dt)
+    k, v = (torch.randn(case.b, case.hkv, case.n, case.d, device="cuda", generator=g, dtype=dt)
+            for _ in range(2))
+    return q, k, v
+
+
+@functools.cache
+def compiled_flex():
+    return torch.compile(flex_attention, dynamic=False)
+
+
+def make_fn(impl: str, case: Case, q, k, v):
+    """A no-argument callable running `impl` on (q, k, v), or raise if it does not apply."""
+    gqa = case.hkv != case.hq
+    if impl == "minimodel":
+        return functools.partial(flash_attention, q, k, v, causal=case.causal, window=case.window)
+    if impl in SDPA:
+        if case.window is not None:
+            raise NotImplementedError("SDPA has no sliding-window argument")
+        return functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=case.causal,
+                                 enable_gqa=gqa)
+    if impl == "flex":
+        w = case.window
+        if case.causal and w is None:
+            mask_mod = lambda b, h, qi, ki: qi >= ki  # noqa: E731
+        elif case.causal:
+            mask_mod = lambda b, h, qi, ki: (qi >= ki) & (qi - ki < w)  # noqa: E731
+        else:
+            mask_mod = None
+        block_mask = (create_block_mask(mask_mod, None, None, case.n, case.n, device="cuda")
+                      if mask_mod else None)
+        return functools.partial(compiled_flex(), q, k, v, block_mask=block_mask,
+                                 enable_gqa=gqa)
+    if impl == "naive":
+        mask = (visible_mask(case.n, case.n, causal=True, window=case.window, device="cuda")
+                if case.causal else None)
+
+        def naive():
+            g = case.hq // case.hkv
+            kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+            s = (q @ kk.transpose(-1, -2)) * case.d**-0.5
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            return torch.softmax(s, dim=-1) @ vv
+        return naive
+    raise ValueError(f"unknown implementation {impl!r}")
+
+
+def run_once(impl, case, q, k, v):
+    fn = make_fn(impl, case, q, k, v)
+    if impl in SDPA:
+        with sdpa_kernel(SDPA[impl]):
+            return fn, fn()
+    return fn, fn()
+
+
+def warm(case: Case) -> str:
+    """Worker: compile our kernel (all autotune configs) and Flex's kernels for one case."""
+    torch._dynamo.config.recompile_limit = 10_000
+    q, k, v = inputs(case)
+    for impl in ("minimodel", "flex"):
+        try:
+            run_once(impl, case, q, k, v)
+        except Exception as e:  # noqa: BLE001 - the timing phase records it
+            return f"{impl}: {type(e).__name__}"
+    torch.cuda.synchronize()
+    return "ok"
+
+
+def max_error(out, case: Case, q, k, v) -> float:
+    """Max |out - ref| on the first kv-head group(s) of batch 0, against the float32 reference."""
+    g = case.hq // case.hkv
+    c = min(case.hkv, 2)
+    ref = attention_ref(q[:1, : c * g], k[:1, :c], v[:1, :c], causal=case.causal,
+                        window=case.window)
+    return (out[:1, : c * g].float() - ref).abs().max().item()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--workers", type=int, default=12)
+    parser.add_argument("--impls", default=",".join(IMPLS))
+    args = parser.parse_args()
+    impls = args.impls.split(",")
+    torch._dynamo.config.recompile_limit = 10_000  # else Flex silently runs unfused past 8 shapes
+    grid = cases(args.quick)
+
+    t0 = time.time()
+    with mp.get_context("spawn").Pool(args.workers) as pool:
+        warmed = pool.map(warm, grid)
+    print(f"compiled {len(grid)} cases in {time.time() - t0:.0f} s "
+          f"({sum(w != 'ok' for w in warmed)} with errors)", flush=True)
+
+    records = []
+    for i, case in enumerate(grid):
+        q, k, v = inputs(case)
+        row = []
+        for impl in impls:
+            rec = {**dataclasses.asdict(case), "impl": impl, "flops": case.flops}
+            try:
+                fn, out = run_once(impl, case, q, k, v)
+                rec["max_err"] = max_error(out, case, q, k, v)
+                del out
+                if impl in SDPA:
+                    with sdpa_kernel(SDPA[impl]):
+                        ms = triton.testing.do_bench(fn, return_mode="median")
+                else:
+                    ms = triton.testing.do_bench(fn, return_mode="median")
+                rec.update(ms=ms, tflops=case.flops / ms / 1e9)
+                row.append(f"{impl} {rec['tflops']:.0f}")
+            except Exception as e:  # noqa: BLE001 - unsupported combinations are data too
+                rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+                row.append(f"{impl} -")
+            records.append(rec)
+            torch.cuda.empty_cache()
+        print(f"[{i + 1}/{len(grid)}] {case.group} {case.dtype} d={case.d} N={case.n} "
+              f"Hq={case.hq} Hkv={case.hkv} causal={case.causal} W={case.window}: "
+              + ", ".join(row), flush=True)
+
+    ceilings_file = ROOT / "data" / "ceilings-h200.json"
+    record = {
+        "environment": environment(),
+        "timing": "triton.testing.do_bench, median, L2 flushed between runs",
+        "flops": "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)",
+        "ceilings": json.loads(ceilings_file.read_text())["ceilings"]
+        if ceilings_file.exists() else None,
+        "records": records,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {args.out} ({len(records)} records, {time.time() - t0:.0f} s)")
+    assert not any(math.isnan(r.get("tflops", 0.0)) for r in records)
+
+
+if __name__ == "__main__":
+    main()
