@@ -61,7 +61,7 @@ def launch(cfg, shape, q, k, v):
 
 def fits(cfg, shape):
     bm, bn, w, s = cfg
-    return 2 * shape["d"] * (bm + 2 * s * bn) <= af.SMEM_BUDGET
+    return af.smem_bytes(bm, bn, s, shape["d"], 2) <= af.SMEM_BUDGET
 
 
 def compile_worker(jobs):

@@ -10,9 +10,11 @@ from minimodel import attention_flash
 from minimodel.attention_flash import flash_attention
 from minimodel.reference import attention_ref, visible_mask
 
-
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-helpers>>[init]
-def make_qkv(b, hq, hkv, nq, nk, d, dtype=torch.float32, device="cpu", seed=0):
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the interpreter (conftest.py)
+
+
+def make_qkv(b, hq, hkv, nq, nk, d, dtype=torch.float32, device=DEVICE, seed=0):
     g = torch.Generator(device=device).manual_seed(seed)
     q = torch.randn(b, hq, nq, d, generator=g, device=device).to(dtype)
     k = torch.randn(b, hkv, nk, d, generator=g, device=device).to(dtype)
@@ -74,11 +76,11 @@ def test_matches_reference_float16(nq, nk, d, heads, mask):
 
 def test_non_contiguous_views():
     # (B, N, H, d) storage read as (B, H, N, d), and one head of a packed QKV tensor.
-    qkv = torch.randn(2, 100, 3, 4, 64)
+    qkv = torch.randn(2, 100, 3, 4, 64, device=DEVICE)
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
     assert not q.is_contiguous()
     check_against_reference(q, k, v, causal=True)
-    wide = torch.randn(1, 3, 2, 130, 48)
+    wide = torch.randn(1, 3, 2, 130, 48, device=DEVICE)
     check_against_reference(wide[:, 0], wide[:, 1], wide[:, 2])
 
 
@@ -106,7 +108,7 @@ def test_custom_scale_and_large_logits():
 @pytest.mark.parametrize(
     ("make", "kwargs", "match"),
     [
-        (lambda: make_qkv(1, 2, 2, 8, 8, 32)[:2] + (torch.randn(1, 2, 8),), {},
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32)[:2] + (torch.randn(1, 2, 8, device=DEVICE),), {},
          r"v must have rank 4"),
         (lambda: make_qkv(1, 3, 2, 8, 8, 32), {}, r"Hq=3 must be a multiple of kv heads Hkv=2"),
         (lambda: make_qkv(1, 2, 2, 8, 8, 8), {}, r"head_dim must be a multiple of 8 in \[16, "
@@ -116,15 +118,14 @@ def test_custom_scale_and_large_logits():
         (lambda: make_qkv(1, 2, 2, 8, 8, 32), {"window": 4}, r"window=4 needs causal=True"),
         (lambda: make_qkv(1, 2, 2, 8, 8, 32, dtype=torch.float64), {},
          r"dtype torch.float64 is not supported"),
-        (lambda: tuple(t.to(torch.bfloat16) for t in make_qkv(1, 2, 2, 8, 8, 32)), {},
-         r"bfloat16 is refused under TRITON_INTERPRET=1"),
-        (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32).half()), {},
+        (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], make_qkv(1, 2, 2, 8, 8, 32)[2].half()), {},
          r"share one dtype"),
         (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32, device="meta")), {},
          r"must be on one device"),
-        (lambda: (torch.randn(1, 2, 32, 8).transpose(-1, -2), *make_qkv(1, 2, 2, 8, 8, 32)[1:]),
+        (lambda: (torch.randn(1, 2, 32, 8, device=DEVICE).transpose(-1, -2),
+                  *make_qkv(1, 2, 2, 8, 8, 32)[1:]),
          {}, r"q has strides \(512, 256, 1, 8\).*unit stride along head_dim"),
-        (lambda: (torch.randn(1 * 2 * 8 * 32 + 1)[1:].view(1, 2, 8, 32),
+        (lambda: (torch.randn(1 * 2 * 8 * 32 + 1, device=DEVICE)[1:].view(1, 2, 8, 32),
                   *make_qkv(1, 2, 2, 8, 8, 32)[1:]), {}, r"16-byte aligned start"),
     ],
 )
@@ -133,10 +134,25 @@ def test_bad_input_raises(make, kwargs, match):
         flash_attention(*make(), **kwargs)
 
 
+@pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])
+@pytest.mark.parametrize("elem", [2, 4])
+def test_every_head_dim_has_a_config_that_fits(head_dim, elem):
+    configs = attention_flash.FLASH_CONFIGS[attention_flash._head_dim_class(head_dim)]
+    assert any(attention_flash.smem_bytes(bm, bn, s, head_dim, elem) <= attention_flash.SMEM_BUDGET
+               for bm, bn, _, s in configs)
+
+
 def test_cpu_tensors_need_the_interpreter(monkeypatch):
     monkeypatch.setattr(attention_flash, "INTERPRET", False)
     with pytest.raises(ValueError, match=r"needs CUDA tensors, got device cpu.*TRITON_INTERPRET"):
-        flash_attention(*make_qkv(1, 2, 2, 8, 8, 32))
+        flash_attention(*make_qkv(1, 2, 2, 8, 8, 32, device="cpu"))
+
+
+@pytest.mark.skipif(not attention_flash.INTERPRET, reason="bfloat16 is refused only under the "
+                    "interpreter; on a GPU it is tested by test_gpu_matches_reference")
+def test_bfloat16_is_refused_under_the_interpreter():
+    with pytest.raises(ValueError, match=r"bfloat16 is refused under TRITON_INTERPRET=1"):
+        flash_attention(*make_qkv(1, 2, 2, 8, 8, 32, dtype=torch.bfloat16))
 # ~/~ end
 
 

@@ -124,12 +124,16 @@ def _attn_fwd(
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-config-space>>[init]
-# (BLOCK_M, BLOCK_N, num_warps, num_stages): the best of data/flash-config-sweep-h200.json on
-# each of its 8 shapes, plus the config that was never worse than 95% of the best there.
-FLASH_CONFIGS = [
-    (128, 64, 4, 2), (64, 64, 4, 3), (64, 64, 4, 2), (64, 128, 4, 2), (64, 128, 4, 3),
-    (128, 128, 4, 3),
-]
+# (BLOCK_M, BLOCK_N, num_warps, num_stages) by HEAD_DIM (the padded head dim).
+FLASH_CONFIGS = {
+    64: [(64, 128, 4, 2), (64, 64, 4, 2), (64, 128, 4, 3), (128, 128, 4, 3)],  # HEAD_DIM <= 64
+    128: [(128, 64, 4, 2)],
+    256: [(64, 64, 4, 2), (64, 32, 4, 2)],
+}
+
+
+def _head_dim_class(head_dim: int) -> int:
+    return 64 if head_dim <= 64 else head_dim
 # ~/~ end
 
 
@@ -149,21 +153,31 @@ SMEM_BUDGET = 200 * 1024  # of the 227 KiB per block on Hopper, leaving room for
 def _configs() -> list[triton.Config]:
     if INTERPRET:
         return [triton.Config({"BLOCK_M": 32, "BLOCK_N": 16}, pre_hook=_set_block_shapes)]
+    every = sorted({cfg for cfgs in FLASH_CONFIGS.values() for cfg in cfgs})
     return [
         triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_warps=w, num_stages=s,
                       pre_hook=_set_block_shapes)
-        for bm, bn, w, s in FLASH_CONFIGS
+        for bm, bn, w, s in every
     ]
 
 
 def _prune(configs, named_args, **kwargs):
-    """Keep the configs whose Q tile and K/V pipeline fit in shared memory."""
+    """The candidates of this head dim whose Q tile and K/V pipeline fit in shared memory."""
+    if INTERPRET:
+        return configs
     head_dim = kwargs["HEAD_DIM"]
     elem = named_args["desc_q"].base.element_size()
-    fits = [c for c in configs
-            if elem * head_dim * (c.kwargs["BLOCK_M"] + 2 * c.num_stages * c.kwargs["BLOCK_N"])
+    mine = FLASH_CONFIGS[_head_dim_class(head_dim)]
+    candidates = [c for c in configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps,
+                                         c.num_stages) in mine]
+    return [c for c in candidates
+            if smem_bytes(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_stages, head_dim, elem)
             <= SMEM_BUDGET]
-    return fits or [min(configs, key=lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"]))]
+
+
+def smem_bytes(block_m: int, block_n: int, stages: int, head_dim: int, elem: int) -> int:
+    """Shared memory of one program: its Q tile plus `stages` K tiles and V tiles in flight."""
+    return elem * head_dim * (block_m + 2 * stages * block_n)
 
 
 _attn_fwd_tuned = triton.autotune(
