@@ -2,7 +2,8 @@
 """The roofline model: hardware ceilings, FLOP and byte counts for attention, and the plot.
 
 Every FLOP and byte figure in minimodel comes from this module. Tangled from
-docs/theory/00-motivation.md; edit the page, not this file.
+docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-attention.md); edit
+the pages, not this file.
 """
 
 import platform
@@ -18,8 +19,8 @@ from minimodel.reference import check_mask_args
 
 __all__ = [
     "HARDWARE", "Ceilings", "LayerCosts", "RooflinePoint", "arithmetic_intensity",
-    "attention_flops", "attention_min_bytes", "decoder_layer_costs", "measure_ceilings",
-    "naive_attention_bytes", "plot_roofline", "visible_pairs",
+    "attention_flops", "attention_min_bytes", "decoder_layer_costs", "flash_attention_bytes",
+    "measure_ceilings", "naive_attention_bytes", "plot_roofline", "visible_pairs",
 ]
 
 # ~/~ begin <<docs/theory/00-motivation.md#roofline-ceilings>>[init]
@@ -197,6 +198,55 @@ def _check_positive(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/02-flash-attention.md#roofline-flash-bytes>>[init]
+def flash_attention_bytes(
+    b: int, hq: int, hkv: int, nq: int, nk: int, d: int, *, block_m: int,
+    block_n: int | None = None, elem_bytes: int = 2, causal: bool = False,
+    window: int | None = None, lse: bool = True,
+) -> int:
+    """HBM bytes of Lab 02's Flash forward if no tile is ever served from a cache: an upper bound.
+
+    One program per (batch, query head, tile of block_m queries) reads its Q tile once, writes
+    its O tile once and, with lse=True (Lab 02 always does), one float32 log-sum-exp per row. It
+    reads every K and V tile of block_n keys in its key range [lo, hi): all of them without a
+    mask; with causal/window only the whole tiles Lab 02 visits (bottom-right alignment). Rows
+    past nq or nk are zero-filled by the TMA, not read. block_n matters only under a mask and is
+    required there. Hkv changes nothing: every query head's programs read their kv head's tiles
+    themselves, so GQA's saving shows in attention_min_bytes and, on a GPU, in the L2 cache.
+    """
+    _check_positive(b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, block_m=block_m,
+                    elem_bytes=elem_bytes)
+    check_mask_args(causal, window)
+    if hq % hkv:
+        raise ValueError(f"query heads Hq={hq} must be a multiple of kv heads Hkv={hkv}")
+    if not isinstance(lse, bool):
+        raise ValueError(f"lse must be a bool, got {lse!r}")
+    if block_n is not None:
+        _check_positive(block_n=block_n)
+    elif causal:
+        raise ValueError("causal=True needs block_n: which key tiles are visited depends on it")
+    kv_rows = sum(_flash_key_rows(m0, nq, nk, block_m, block_n, causal, window)
+                  for m0 in range(0, nq, block_m))  # summed over the query tiles of one head
+    per_head = elem_bytes * (2 * nq * d + 2 * kv_rows * d) + (4 * nq if lse else 0)
+    return b * hq * per_head
+
+
+def _flash_key_rows(m0: int, nq: int, nk: int, block_m: int, block_n: int | None, causal: bool,
+                    window: int | None) -> int:
+    """Key rows that the query tile starting at row m0 loads: Lab 02's [lo, hi), in whole tiles."""
+    if not causal:
+        return nk
+    shift = nk - nq  # query i stands at key position p_i = i + shift
+    p_first, p_last = m0 + shift, m0 + block_m - 1 + shift
+    hi = max(min(nk, p_last + 1), 0)  # keys past p_last: invisible to the whole tile
+    lo = 0 if window is None else max(0, p_first - window + 1) // block_n * block_n
+    if hi <= lo:
+        return 0  # every row of the tile sees nothing (Nq > Nk): Q read, zeros written
+    tiles = -(-(hi - lo) // block_n)  # the last tile is loaded whole, cut only at nk
+    return min(lo + tiles * block_n, nk) - lo
 # ~/~ end
 
 
