@@ -37,7 +37,9 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def check_page(browser, base: str, path: str, shot: Path, anchor: str) -> list[str]:
+def check_page(browser, base: str, path: str, shot: Path, anchor: str, *, titles: bool = True,
+               figures: bool = False) -> list[str]:
+    """Check one page; `titles`: it must show named code blocks; `figures`: at least one image."""
     problems: list[str] = []
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     offsite: list[str] = []
@@ -72,13 +74,15 @@ def check_page(browser, base: str, path: str, shot: Path, anchor: str) -> list[s
                               && s.display !== 'none' && parseFloat(s.opacity) > 0; })
         .map(e => e.textContent.trim())""")
     named = [t for t in titles if t.startswith("#") or t.startswith("file:")]
-    if not named:
+    if titles and not named:
         problems.append(f"{path}: no visible code block titles (got {titles[:3]})")
 
     broken = page.evaluate("""() => [...document.querySelectorAll('.md-content img')]
         .filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src)""")
     if broken:
         problems.append(f"{path}: figures that did not load: {broken}")
+    if figures and page.locator(".md-content img").count() == 0:
+        problems.append(f"{path}: no figure on the page")
     if offsite:
         problems.append(f"{path}: requests off this machine: {offsite[:5]}")
 
@@ -106,9 +110,16 @@ def main() -> None:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS)
             problems += check_page(browser, base, "theory/00-motivation/",
-                                   ROOT / "build/screenshot-theory-00.png", "#the-roofline")
+                                   ROOT / "build/screenshot-theory-00.png", "#the-roofline",
+                                   figures=True)
             problems += check_page(browser, base, "foundations/",
                                    ROOT / "build/screenshot-foundations.png", "#the-reference")
+            problems += check_page(browser, base, "theory/01-online-softmax/",
+                                   ROOT / "build/screenshot-theory-01.png", "img",
+                                   titles=False, figures=True)
+            problems += check_page(browser, base, "lab/02-flash-triton/",
+                                   ROOT / "build/screenshot-lab-02.png", "#the-benchmark",
+                                   figures=True)
             browser.close()
     finally:
         server.shutdown()

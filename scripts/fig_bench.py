@@ -118,9 +118,13 @@ def gqa_window_table(data: dict) -> tuple[str, list[str]]:
 
 def environment_line(data: dict) -> str:
     env, ceil = data["environment"], data["ceilings"]
+    spread = sorted(abs(a - b) / min(a, b) for a, b in
+                    (r["ms_runs"] for r in data["records"] if len(r.get("ms_runs", [])) == 2))
     return (f"Measured on an {env['device']} (torch {env['torch']}, triton {env['triton']}, "
-            f"commit `{env['commit']}`, {env['date'][:10]}); {data['timing']}. Measured ceilings "
-            f"of the same machine: {ceil['peak_flops'] / 1e12:.0f} TFLOP/s fp16 matmul, "
+            f"commit `{env['commit']}`, {env['date'][:10]}); {data['timing']}. The two rounds "
+            f"of a measurement differ by {spread[len(spread) // 2]:.1%} at the median and "
+            f"{spread[-1]:.1%} at worst. Measured ceilings of the same machine: "
+            f"{ceil['peak_flops'] / 1e12:.0f} TFLOP/s fp16 matmul, "
             f"{ceil['bandwidth'] / 1e9:,.0f} GB/s copy (`data/ceilings-h200.json`).\n")
 
 
