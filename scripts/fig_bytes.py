@@ -1,0 +1,81 @@
+"""Bytes moved, measured with Nsight Compute (data/bytes-h200.json, from
+scripts/measure_bytes.py), against minimodel.roofline's model; and the measured roofline points.
+
+    python scripts/fig_bytes.py            # write docs/generated/bytes-*.md and the figure
+    python scripts/fig_bytes.py --check    # fail if they are stale
+"""
+
+import json
+
+from figlib import ROOT, emit, markdown_table, render_svg
+
+from minimodel.roofline import (
+    Ceilings,
+    RooflinePoint,
+    attention_flops,
+    attention_min_bytes,
+    flash_attention_bytes,
+    naive_attention_bytes,
+    plot_roofline,
+)
+
+DATA = ROOT / "data" / "bytes-h200.json"
+CEILINGS = ROOT / "data" / "ceilings-h200.json"
+LABEL = {"naive": "naive (PyTorch eager)", "minimodel": "minimodel Flash",
+         "sdpa_flash": "SDPA FlashAttention-2"}
+MIB = 2**20
+
+
+def flops(r: dict) -> int:
+    return attention_flops(r["b"], r["h"], r["n"], r["n"], r["d"], causal=r["causal"])
+
+
+def dram(r: dict) -> float:
+    return r["dram_read"] + r["dram_write"]
+
+
+def table(data: dict) -> str:
+    rows = []
+    for r in data["records"]:
+        b, h, n, d = r["b"], r["h"], r["n"], r["d"]
+        if r["impl"] == "naive":
+            model = f"{naive_attention_bytes(b, h, h, n, n, d) / MIB:,.2f} (naive)"
+        else:
+            lo = attention_min_bytes(b, h, h, n, n, d) / MIB
+            hi = flash_attention_bytes(b, h, h, n, n, d, block_m=64, block_n=64,
+                                       causal=r["causal"]) / MIB
+            model = f"{lo:,.2f} to {hi:,.2f}"
+        rows.append([f"{n:,}", "causal" if r["causal"] else "none", LABEL[r["impl"]],
+                     len(r["kernels"]), f"{r['dram_read'] / MIB:,.2f}",
+                     f"{r['dram_write'] / MIB:,.2f}", f"{r['l2_bytes'] / MIB:,.1f}", model,
+                     f"{flops(r) / dram(r):,.0f}", f"{r['ns'] / 1e3:,.1f}"])
+    header = ["N", "mask", "implementation", "kernels", "DRAM read (MiB)", "DRAM written (MiB)",
+              "L2 traffic (MiB)", "model (MiB)", "I = F / DRAM (FLOP/B)", "time under ncu (µs)"]
+    return markdown_table(header, rows)
+
+
+def figure(data: dict, path) -> None:
+    c = json.loads(CEILINGS.read_text())["ceilings"]
+    roof = Ceilings(c["name"], c["peak_flops"], c["bandwidth"])
+    points = [RooflinePoint(f"{r['impl']} N={r['n']}", flops(r) / dram(r), flops(r) / r["ns"] * 1e9)
+              for r in data["records"] if not r["causal"] and r["impl"] != "sdpa_flash"]
+    plot_roofline([roof], points, path,
+                  title="Measured: naive vs Flash, d=64, fp16, B=1, H=16 (Nsight Compute)")
+
+
+def main() -> None:
+    data = json.loads(DATA.read_text())
+    env = data["environment"]
+    emit({
+        "generated/bytes-measured.md": table(data),
+        "generated/bytes-environment.md": (
+            f"Measured on an {env['device']} (torch {env['torch']}, triton {env['triton']}, "
+            f"{env['date'][:10]}) with Nsight Compute, caches flushed before each kernel; one "
+            "call per process after warm-up (`scripts/measure_bytes.py`, "
+            "`data/bytes-h200.json`).\n"),
+        "figures/roofline-measured.svg": render_svg(lambda p: figure(data, p)),
+    })
+
+
+if __name__ == "__main__":
+    main()
