@@ -80,8 +80,10 @@ def test_non_contiguous_views():
     q, k, v = (qkv[:, :, i].transpose(1, 2) for i in range(3))
     assert not q.is_contiguous()
     check_against_reference(q, k, v, causal=True)
-    wide = torch.randn(1, 3, 2, 130, 48, device=DEVICE)
-    check_against_reference(wide[:, 0], wide[:, 1], wide[:, 2])
+    packed = torch.randn(2, 2, 130, 3 * 48, device=DEVICE)  # q, k, v side by side in head_dim
+    q, k, v = packed.split(48, dim=-1)
+    assert not q.is_contiguous()
+    check_against_reference(q, k, v)
 
 
 def test_fully_masked_rows_are_zero_with_minus_inf_lse():
@@ -140,6 +142,14 @@ def test_every_head_dim_has_a_config_that_fits(head_dim, elem):
     configs = attention_flash.FLASH_CONFIGS[attention_flash._head_dim_class(head_dim)]
     assert any(attention_flash.smem_bytes(bm, bn, s, head_dim, elem) <= attention_flash.SMEM_BUDGET
                for bm, bn, _, s in configs)
+
+
+def test_inputs_that_require_grad_are_refused():
+    q, k, v = make_qkv(1, 2, 2, 8, 8, 32)
+    with pytest.raises(ValueError, match=r"forward-only"):
+        flash_attention(q.requires_grad_(), k, v)
+    with torch.no_grad():
+        flash_attention(q, k, v)  # no graph is being built: fine
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

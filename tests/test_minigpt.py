@@ -40,5 +40,9 @@ def test_cache_overflow_and_bad_config_raise():
         MiniGPTConfig(vocab_size=10, n_kv_heads=3)
     with pytest.raises(ValueError, match=r"token ids must lie in \[0, 10\)"):
         MiniGPT(config)(torch.tensor([[10]]))
+    with pytest.raises(ValueError, match=r"advance needs 0 <= n <= 0 \(free slots\), got 1"):
+        cache.advance(1)
+    with pytest.raises(ValueError, match=r"tokens must be a non-negative int, got -5"):
+        cache.nbytes(-5)
 # ~/~ end
 # ~/~ end

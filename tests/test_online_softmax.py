@@ -375,11 +375,20 @@ Q, K, V = [1.0, 0.0], [[1.0, 2.0], [3.0, 4.0]], [[1.0], [2.0]]
         ((Q, K, V), {"visible": [True, True, False]}, r"visible has more entries than the 2 keys"),
         ((Q, K, V), {"visible": [1, 0]}, r"visible\[0\] must be a bool, got 1"),
         (([1e200], [[1e200]], [[1.0]], 1.0), {}, r"score s_0 = tau \* q.k_0 is \+inf"),
+        (([1e200], [[-1e200], [-2e200]], [[1.0], [2.0]], 1.0), {},
+         r"score s_0 = tau \* q.k_0 overflows to -inf; pass visible=False"),
     ],
 )
 def test_bad_attention_input_raises(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         online_attention_row(*args, **kwargs)
+
+
+def test_probability_refuses_a_logit_above_the_state():
+    state = softmax_state([0.0, -1.0])
+    assert state.probability(0.0) == pytest.approx(1 / (1 + math.exp(-1.0)))
+    with pytest.raises(ValueError, match=r"x = 5.0 exceeds the running maximum m = 0.0"):
+        state.probability(5.0)
 
 
 def test_masked_keys_are_still_validated():

@@ -96,6 +96,14 @@ def test_lse_by_hand():
     torch.testing.assert_close(lse[0, 0, 0], torch.tensor(math.log(math.e + 1.0)).double())
 
 
+def test_nan_and_overflow_propagate_instead_of_vanishing():
+    q, k, v = (torch.randn(1, 1, 4, 8) for _ in range(3))
+    q[0, 0, 1, 0] = float("nan")
+    out = attention_ref(q, k, v)
+    assert out[0, 0, 1].isnan().all() and not out[0, 0, [0, 2, 3]].isnan().any()
+    assert attention_ref(q[:, :, :1], k, v, scale=1e39).isnan().all()  # float32 scores overflow
+
+
 def test_computes_in_float32_for_half_inputs():
     q, k, v = (torch.randn(1, 1, 4, 8, dtype=torch.float16) for _ in range(3))
     assert attention_ref(q, k, v).dtype == torch.float32

@@ -88,6 +88,7 @@ def test_plot_writes_a_figure(tmp_path):
         (lambda: HARDWARE["H200"].attainable(-1), r"intensity must be positive"),
         (lambda: decoder_layer_costs(100, 3, 1, 10), r"n_heads \| d_model"),
         (lambda: Ceilings("bad", 0, 1), r"ceilings must be positive"),
+        (lambda: measure_ceilings("cpu", matmul_n=0), r"need matmul_n >= 1.*got 0"),
     ],
 )
 def test_bad_input_raises(call, match):

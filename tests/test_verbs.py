@@ -13,6 +13,7 @@ def test_regular_and_irregular_conjugations():
     assert conjugate("vivir", "pretérito")[2] == "vivió"
     assert conjugate("comer", "presente")[4] == "coméis"
     assert conjugate("tener", "presente")[0] == "tengo"
+    assert conjugate("leer", "pretérito")[2] == "leyó"
     with pytest.raises(ValueError, match=r"cannot conjugate 'xyz'"):
         conjugate("xyz", "presente")
 
@@ -20,7 +21,7 @@ def test_regular_and_irregular_conjugations():
 def test_corpus_is_deterministic_and_round_trips():
     text = corpus()
     assert text == corpus()
-    assert len(text.splitlines()) == 2 * 30  # 24 regular + 6 irregular verbs, two tenses
+    assert len(text.splitlines()) == 2 * 30  # 23 regular + 7 irregular verbs, two tenses
     tok = tokenizer()
     assert tok.decode(tok.encode(text)) == text
     with pytest.raises(ValueError, match=r"not in the vocabulary"):

@@ -193,6 +193,12 @@ SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: int) -> None:
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError(
+            "flash_attention is forward-only (the backward pass is out of scope): its output "
+            "would carry no gradient. Call it under torch.no_grad() or on tensors that do not "
+            "require grad"
+        )
     if q.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
     if INTERPRET:

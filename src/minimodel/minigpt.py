@@ -85,11 +85,16 @@ class KVCache:
 
     def advance(self, n: int) -> None:
         """Commit n new tokens once every layer has appended them."""
+        free = self.capacity - self.length
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= free:
+            raise ValueError(f"advance needs 0 <= n <= {free} (free slots), got {n!r}")
         self.length += n
 
     def nbytes(self, tokens: int | None = None) -> int:
         """Bytes that `tokens` cached tokens occupy (default: those stored now)."""
         tokens = self.length if tokens is None else tokens
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
         per_token = 2 * self.k.shape[0] * self.k.shape[1] * self.k.shape[2] * self.k.shape[4]
         return per_token * tokens * self.k.element_size()
 # ~/~ end

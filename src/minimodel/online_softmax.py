@@ -162,7 +162,11 @@ class SoftmaxState:
         """p = e^(x - m) / l: the write pass, once the state covers the whole row."""
         if self.l == 0:
             raise ValueError("the empty state (every logit -inf) has no probabilities")
-        return math.exp(_logit(x, "x") - self.m) / self.l
+        x = _logit(x, "x")
+        if x > self.m:
+            raise ValueError(f"x = {x} exceeds the running maximum m = {self.m}: the state does "
+                             "not cover it")
+        return math.exp(x - self.m) / self.l
 
 
 def softmax_state(xs: Iterable[float]) -> SoftmaxState:
@@ -229,7 +233,7 @@ def online_attention_row(
     floats, and lse = log sum_j e^(s_j) (natural log, as attention_ref's return_lse).
     A row with no visible key returns ([0.0] * d_v, -inf). Raises ValueError on no keys,
     mismatched lengths, a non-finite input, a scale that is not finite and positive, and a
-    score that overflows to +inf.
+    score that overflows to +inf or -inf.
     """
     q = _finite_row(q, "q")
     d = len(q)
@@ -274,9 +278,12 @@ def online_attention_row(
 
         s = tau * sum(a * b for a, b in zip(q, k, strict=True))  # s_j = tau q.k_j
         s = _logit(s, f"score s_{j} = tau * q.k_{j}")  # an overflow to +inf or NaN is refused
+        if s == -math.inf:  # finite q and k: the product overflowed, it is not a mask
+            raise ValueError(f"score s_{j} = tau * q.k_{j} overflows to -inf; pass "
+                             "visible=False to mask a key")
         m_new = max(m, s)  # m_j = max(m_{j-1}, s_j)
         alpha = rescale_factor(m, m_new)  # alpha_j = e^(m_{j-1} - m_j)
-        p = 0.0 if s == -math.inf else math.exp(s - m_new)  # p_j = e^(s_j - m_j)
+        p = math.exp(s - m_new)  # p_j = e^(s_j - m_j)
         l = alpha * l + p  # noqa: E741  l_j = alpha_j l_{j-1} + p_j
         # acc_j = alpha_j acc_{j-1} + p_j v_j
         acc = [alpha * a + p * vi for a, vi in zip(acc, v, strict=True)]

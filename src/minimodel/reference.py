@@ -141,8 +141,9 @@ def attention_ref(
     mask = visible_mask(nq, nk, causal=causal, window=window, device=q.device)
     s = s.masked_fill(~mask, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)  # -inf on rows that see nothing
-    p = torch.exp(s - lse[..., None]).nan_to_num(nan=0.0)  # exp(-inf - -inf) = nan -> 0
-    out = p @ vf
+    empty = lse[..., None] == float("-inf")
+    p = torch.where(empty, 0.0, torch.exp(s - lse[..., None]))  # only empty rows are zeroed:
+    out = p @ vf  # a NaN or an overflow anywhere else still shows in the output
     return (out, lse) if return_lse else out
 # ~/~ end
 # ~/~ end

@@ -120,11 +120,13 @@ def measure_ceilings(
     """
     device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     gpu = device.type == "cuda"
-    dtype = dtype or (torch.float16 if gpu else torch.float32)
-    n = matmul_n or (8192 if gpu else 1024)
-    copy_bytes = copy_bytes or (2 * 2**30 if gpu else 256 * 2**20)
-    if n < 1 or copy_bytes < 1 or reps < 1:
-        raise ValueError(f"matmul_n, copy_bytes, reps must be >= 1, got {n}, {copy_bytes}, {reps}")
+    dtype = dtype if dtype is not None else (torch.float16 if gpu else torch.float32)
+    n = matmul_n if matmul_n is not None else (8192 if gpu else 1024)
+    copy_bytes = copy_bytes if copy_bytes is not None else (2 * 2**30 if gpu else 256 * 2**20)
+    if n < 1 or copy_bytes < 1024 or reps < 1:
+        raise ValueError(
+            f"need matmul_n >= 1, copy_bytes >= 1024, reps >= 1; got {n}, {copy_bytes}, {reps}"
+        )
 
     a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))  # never zeros
     matmul_s = _median_seconds(lambda: a @ b, device, reps)

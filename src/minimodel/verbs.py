@@ -1,6 +1,6 @@
 # ~/~ begin <<docs/foundations.md#src/minimodel/verbs.py>>[init]
 """The verb corpus: Spanish conjugations generated from rules, a character tokenizer, and the
-canonical 64-token sequence behind every N=64 measurement.
+canonical 64-token sequence that sets the small-model end of the phase (N = 64).
 
 Tangled from docs/foundations.md; edit the page, not this file.
 """
@@ -24,7 +24,7 @@ ENDINGS = {
 # Regular verbs whose stems need no spelling change in these two tenses.
 REGULAR = (
     "hablar", "cantar", "bailar", "caminar", "estudiar", "trabajar", "mirar", "escuchar",
-    "comer", "beber", "aprender", "correr", "leer", "vender", "comprender", "temer",
+    "comer", "beber", "aprender", "correr", "vender", "comprender", "temer",
     "vivir", "escribir", "abrir", "subir", "decidir", "recibir", "partir", "cumplir",
 )
 
@@ -42,6 +42,9 @@ IRREGULAR = {
     ("hacer", "pretérito"): ("hice", "hiciste", "hizo", "hicimos", "hicisteis", "hicieron"),
     ("poder", "presente"): ("puedo", "puedes", "puede", "podemos", "podéis", "pueden"),
     ("poder", "pretérito"): ("pude", "pudiste", "pudo", "pudimos", "pudisteis", "pudieron"),
+    # regular in the present; its preterite takes a y and written accents (leyó, leíste)
+    ("leer", "presente"): ("leo", "lees", "lee", "leemos", "leéis", "leen"),
+    ("leer", "pretérito"): ("leí", "leíste", "leyó", "leímos", "leísteis", "leyeron"),
 }
 # ~/~ end
 
