@@ -8,7 +8,9 @@ import torch
 
 from minimodel import attention_flash
 from minimodel.attention_flash import flash_attention
+from minimodel.minigpt import KVCache, MiniGPT, MiniGPTConfig
 from minimodel.reference import attention_ref, visible_mask
+from minimodel.verbs import tokenizer, verb_sequence
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-helpers>>[init]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the interpreter (conftest.py)
@@ -103,6 +105,21 @@ def test_window_limits():
 def test_custom_scale_and_large_logits():
     q, k, v = make_qkv(1, 2, 2, 70, 70, 64)
     check_against_reference(q * 30, k, v, scale=0.3)  # scores in the hundreds: no overflow
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-minigpt>>[init]
+def test_minigpt_prefill_and_decode_on_the_kernel():
+    torch.manual_seed(0)
+    config = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=64, n_kv_heads=2)
+    model = MiniGPT(config).to(DEVICE).eval()
+    tokens = torch.tensor([verb_sequence()], device=DEVICE)
+    with torch.no_grad():
+        expected = model(tokens)  # one pass, attention_ref
+        cache = KVCache(config, batch=1, device=DEVICE)
+        steps = [model(tokens[:, :48], cache, attn=flash_attention)]
+        steps += [model(tokens[:, i : i + 1], cache, attn=flash_attention) for i in range(48, 64)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), expected, atol=1e-4, rtol=1e-4)
 # ~/~ end
 
 

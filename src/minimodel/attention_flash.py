@@ -35,7 +35,7 @@ def _attn_fwd_inner(
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # S_ij / tau
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # q_i.k_j = S_ij / tau
         if MASKED:  # a boundary tile: hide the pairs the reference hides, then guard empty rows
             j = start_n + offs_n[None, :]
             visible = j < n_k
@@ -46,7 +46,7 @@ def _attn_fwd_inner(
             s = tl.where(visible, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
-            p = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' S_ij - m_i')
+            p = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m_i')
         else:  # interior tile: every pair visible, so the max is finite and no guard is needed
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # tau' > 0 commutes with max
             m_use = m_new
