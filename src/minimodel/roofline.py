@@ -2,8 +2,8 @@
 """The roofline model: hardware ceilings, FLOP and byte counts for attention, and the plot.
 
 Every FLOP and byte figure in minimodel comes from this module. Tangled from
-docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-attention.md); edit
-the pages, not this file.
+docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-attention.md, the
+MLA counts from docs/theory/04-gqa-mqa-mla.md); edit the pages, not this file.
 """
 
 import platform
@@ -20,7 +20,8 @@ from minimodel.reference import check_mask_args
 __all__ = [
     "HARDWARE", "Ceilings", "LayerCosts", "RooflinePoint", "arithmetic_intensity",
     "attention_flops", "attention_min_bytes", "decoder_layer_costs", "flash_attention_bytes",
-    "measure_ceilings", "naive_attention_bytes", "plot_roofline", "visible_pairs",
+    "kv_cache_bytes", "measure_ceilings", "mla_cache_bytes", "mla_decode_flops",
+    "naive_attention_bytes", "plot_roofline", "visible_pairs",
 ]
 
 # ~/~ begin <<docs/theory/00-motivation.md#roofline-ceilings>>[init]
@@ -275,14 +276,52 @@ def decoder_layer_costs(
             f"need n_heads | d_model and n_kv_heads | n_heads, got d_model={d_model}, "
             f"n_heads={n_heads}, n_kv_heads={n_kv_heads}"
         )
-    d_kv = n_kv_heads * (d_model // n_heads)
+    head_dim = d_model // n_heads
+    d_kv = n_kv_heads * head_dim
     weights = 2 * d_model * d_model + 2 * d_model * d_kv + 2 * mlp_ratio * d_model**2
     return LayerCosts(
         proj_flops=2 * batch * weights,
         attn_flops=4 * batch * context * d_model,
         weight_bytes=elem_bytes * weights,
-        kv_bytes=elem_bytes * batch * 2 * context * d_kv,
+        kv_bytes=kv_cache_bytes(1, n_kv_heads, head_dim, context, batch=batch,
+                                elem_bytes=elem_bytes),
     )
+
+
+def kv_cache_bytes(
+    n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, *, batch: int = 1,
+    elem_bytes: int = 2,
+) -> int:
+    """A KV cache of `tokens` tokens per sequence: K and V, 2 * L * Hkv * d * e bytes a token."""
+    _check_positive(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch=batch,
+                    elem_bytes=elem_bytes)
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+    return 2 * n_layers * n_kv_heads * head_dim * elem_bytes * tokens * batch
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/04-gqa-mqa-mla.md#roofline-mla>>[init]
+def mla_cache_bytes(
+    n_layers: int, latent_dim: int, rope_dim: int, tokens: int, *, batch: int = 1,
+    elem_bytes: int = 2,
+) -> int:
+    """MLA's cache: one latent c_t (latent_dim) and one shared RoPE key (rope_dim) a token/layer."""
+    _check_positive(n_layers=n_layers, latent_dim=latent_dim, batch=batch, elem_bytes=elem_bytes)
+    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
+        raise ValueError(f"rope_dim must be a non-negative int, got {rope_dim!r}")
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+    return n_layers * (latent_dim + rope_dim) * elem_bytes * tokens * batch
+
+
+def mla_decode_flops(b: int, n_heads: int, nk: int, latent_dim: int, rope_dim: int) -> int:
+    """One new token per sequence over nk cached latents, up-projections folded into q and out:
+    2 (d_c + d_R) FLOPs per key and head for the scores, 2 d_c for the values."""
+    _check_positive(b=b, n_heads=n_heads, nk=nk, latent_dim=latent_dim)
+    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
+        raise ValueError(f"rope_dim must be a non-negative int, got {rope_dim!r}")
+    return b * n_heads * nk * (2 * (latent_dim + rope_dim) + 2 * latent_dim)
 # ~/~ end
 
 

@@ -1,0 +1,63 @@
+# ~/~ begin <<docs/theory/04-gqa-mqa-mla.md#tests/test_kv_cache_bytes.py>>[init]
+"""Checks of the KV-cache and MLA counts (tangled from docs/theory/04-gqa-mqa-mla.md)."""
+
+import pytest
+import torch
+
+from minimodel.minigpt import KVCache, MiniGPTConfig
+from minimodel.roofline import (
+    HARDWARE,
+    arithmetic_intensity,
+    attention_flops,
+    attention_min_bytes,
+    kv_cache_bytes,
+    mla_cache_bytes,
+    mla_decode_flops,
+)
+
+
+# ~/~ begin <<docs/theory/04-gqa-mqa-mla.md#roofline-mla-check>>[init]
+@pytest.mark.parametrize(("layers", "heads", "kv_heads", "d"), [(1, 4, 4, 32), (3, 4, 2, 16),
+                                                               (2, 8, 1, 8)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_model_counts_the_bytes_minigpt_allocates(layers, heads, kv_heads, d, dtype):
+    config = MiniGPTConfig(vocab_size=10, max_seq_len=64, d_model=heads * d, n_heads=heads,
+                           n_kv_heads=kv_heads, n_layers=layers)
+    cache = KVCache(config, batch=3, dtype=dtype)
+    elem = torch.finfo(dtype).bits // 8
+    assert cache.nbytes(64) == kv_cache_bytes(layers, kv_heads, d, 64, batch=3, elem_bytes=elem)
+    assert cache.k.nbytes + cache.v.nbytes == cache.nbytes(64)  # the whole buffer, full
+
+
+@pytest.mark.parametrize("g", [1, 4, 8, 32])
+def test_decode_intensity_tends_to_g_in_fp16(g):
+    hq, d, n = 32, 128, 1 << 20
+    flops = attention_flops(1, hq, 1, n, d)
+    nbytes = attention_min_bytes(1, hq, hq // g, 1, n, d)
+    assert arithmetic_intensity(flops, nbytes) == pytest.approx(g, rel=1e-3)
+
+
+def test_mla_cache_and_intensity_for_deepseek_v2_sizes():
+    per_token = mla_cache_bytes(1, 512, 64, 1)
+    assert per_token == 576 * 2
+    assert kv_cache_bytes(1, 128, 128, 1) / per_token == pytest.approx(2 * 128 * 128 / 576)
+    n = 4096
+    intensity = mla_decode_flops(1, 128, n, 512, 64) / mla_cache_bytes(1, 512, 64, n)
+    assert intensity == pytest.approx(128 * (4 * 512 + 2 * 64) / (2 * 576))
+    assert intensity > HARDWARE["H200"].ridge
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda: kv_cache_bytes(1, 0, 8, 4), r"n_kv_heads must be a positive int, got 0"),
+        (lambda: kv_cache_bytes(1, 1, 8, -1), r"tokens must be a non-negative int, got -1"),
+        (lambda: mla_cache_bytes(1, 512, -64, 4), r"rope_dim must be a non-negative int"),
+        (lambda: mla_decode_flops(1, 128, 0, 512, 64), r"nk must be a positive int, got 0"),
+    ],
+)
+def test_bad_input_raises(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+# ~/~ end
+# ~/~ end
