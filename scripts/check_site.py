@@ -38,8 +38,9 @@ def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
 
 
 def check_page(browser, base: str, path: str, shot: Path, anchor: str, *, titles: bool = True,
-               figures: bool = False) -> list[str]:
-    """Check one page; `titles`: it must show named code blocks; `figures`: at least one image."""
+               figures: bool = False, math: bool = True) -> list[str]:
+    """Check one page; it must show named code blocks (`titles`), at least one image
+    (`figures`), typeset math (`math`); never raw TeX, broken images or off-machine requests."""
     problems: list[str] = []
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     offsite: list[str] = []
@@ -50,23 +51,25 @@ def check_page(browser, base: str, path: str, shot: Path, anchor: str, *, titles
     if response is None or response.status != 200:
         return [f"{path}: HTTP {response and response.status}"]
     page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise",
-                           timeout=20000)
+                           timeout=30000)
     page.evaluate("MathJax.startup.promise")
 
     spans = page.locator(".arithmatex").count()
     typeset = page.locator(".arithmatex > mjx-container:has(svg)").count()
     raw = page.evaluate("""() => [...document.querySelectorAll('.arithmatex')]
         .filter(e => !e.querySelector('mjx-container')).map(e => e.textContent.slice(0, 60))""")
-    if spans == 0:
+    if math and spans == 0:
         problems.append(f"{path}: no math on the page")
     if typeset < spans or raw:
         problems.append(f"{path}: {len(raw)} of {spans} math spans not typeset, e.g. {raw[:3]}")
     leftover = page.evaluate(r"""() => {
-        const c = document.querySelector('.md-content').cloneNode(true);
-        c.querySelectorAll('pre, code, mjx-container, script').forEach(e => e.remove());
-        return ['\\(', '\\[', '\\frac', '\\sum'].filter(t => c.textContent.includes(t)); }""")
+        const parts = [...document.querySelectorAll('.md-content, .md-nav')].map(n => {
+            const c = n.cloneNode(true);
+            c.querySelectorAll('pre, code, mjx-container, script').forEach(e => e.remove());
+            return c.textContent; });
+        return parts.join(' ').match(/\\[A-Za-z]+|\\[()\[\]]/g) || []; }""")
     if leftover:
-        problems.append(f"{path}: raw TeX left in the text: {leftover}")
+        problems.append(f"{path}: raw TeX left in the text or the navigation: {leftover[:5]}")
 
     titles = page.evaluate("""() => [...document.querySelectorAll('.highlight .filename')]
         .filter(e => { const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
@@ -120,6 +123,13 @@ def main() -> None:
             problems += check_page(browser, base, "lab/02-flash-triton/",
                                    ROOT / "build/screenshot-lab-02.png", "#the-benchmark",
                                    figures=True)
+            for page in ("theory/02-flash-attention/", "theory/04-gqa-mqa-mla/",
+                         "lab/00-online-softmax/", "results/", ""):
+                name = page.strip("/").replace("/", "-") or "index"
+                problems += check_page(browser, base, page, ROOT / f"build/screenshot-{name}.png",
+                                       "h1", titles=page.startswith("lab/"),
+                                       figures=page not in ("lab/00-online-softmax/", ""),
+                                       math=page != "")
             browser.close()
     finally:
         server.shutdown()

@@ -86,6 +86,7 @@ def shortfalls(data: dict) -> str:
     """Every point of the grid where the kernel is under 1.3x FA2, not faster than Flex, or
     slower than cuDNN: the honest half of the results."""
     idx = index(data["records"])
+    noise = median_spread(data)
     under, cudnn_ahead, points = [], 0, 0
     order = lambda kv: (kv[0][1], kv[0][2], kv[0][5], kv[0][3])  # noqa: E731 - dtype, d, causal, N
     for (group, dtype, d, n, hkv, causal, window, impl), rec in sorted(idx.items(), key=order):
@@ -93,12 +94,13 @@ def shortfalls(data: dict) -> str:
             continue
         get = lambda i: idx[(group, dtype, d, n, hkv, causal, window, i)]["tflops"]  # noqa: B023, E731
         ours, points = rec["tflops"], points + 1
-        cudnn_ahead += get("sdpa_cudnn") > ours
+        cudnn_ahead += get("sdpa_cudnn") > ours * (1 + noise)
         if ours < 1.3 * get("sdpa_flash") or ours <= get("flex"):
             under.append([dtype, d, "yes" if causal else "no", f"{n:,}", f"{ours:.0f}",
                           f"{ours / get('sdpa_flash'):.2f}", f"{ours / get('flex'):.2f}"])
-    lines = [f"cuDNN is faster than minimodel at {cudnn_ahead} of the {points} points of the grid."
-             "\n"]
+    lines = [f"cuDNN is faster than minimodel at {cudnn_ahead} of the {points} points of the grid "
+             f"by more than the noise floor ({noise:.1%}, the median spread between rounds); "
+             "the others are ties within it.\n"]
     if under:
         lines += ["\nPoints under 1.3x FlashAttention-2 or not faster than Flex:\n\n",
                   markdown_table(["dtype", "d", "causal", "N", "TFLOP/s", "÷ FA2", "÷ Flex"],
@@ -131,10 +133,20 @@ def gqa_window_table(data: dict) -> tuple[str, list[str]]:
     return markdown_table(header, rows), failures
 
 
+def spreads(data: dict) -> list[float]:
+    """Relative difference between the two timing rounds of every measurement, sorted."""
+    return sorted(abs(a - b) / min(a, b) for a, b in
+                  (r["ms_runs"] for r in data["records"] if len(r.get("ms_runs", [])) == 2))
+
+
+def median_spread(data: dict) -> float:
+    s = spreads(data)
+    return s[len(s) // 2]
+
+
 def environment_line(data: dict) -> str:
     env, ceil = data["environment"], data["ceilings"]
-    spread = sorted(abs(a - b) / min(a, b) for a, b in
-                    (r["ms_runs"] for r in data["records"] if len(r.get("ms_runs", [])) == 2))
+    spread = spreads(data)
     return (f"Measured on an {env['device']} (torch {env['torch']}, triton {env['triton']}, "
             f"commit `{env['commit']}`, {env['date'][:10]}); {data['timing']}. The two rounds "
             f"of a measurement differ by {spread[len(spread) // 2]:.1%} at the median and "

@@ -46,16 +46,16 @@ def _attn_fwd_inner(
             s = tl.where(visible, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
-            p = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m_i')
+            p = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m_i^new)
         else:  # interior tile: every pair visible, so the max is finite and no guard is needed
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # tau' > 0 commutes with max
             m_use = m_new
             p = tl.math.exp2(qk * qk_scale - m_use[:, None])  # one FMA per score
-        alpha = tl.math.exp2(m_i - m_use)  # alpha_i = 2^(m_i - m_i')
-        l_i = l_i * alpha + tl.sum(p, 1)  # l_i' = alpha_i l_i + sum_j P~_ij
+        alpha = tl.math.exp2(m_i - m_use)  # alpha_i = 2^(m_i - m_i^new)
+        l_i = l_i * alpha + tl.sum(p, 1)  # l_i^new = alpha_i l_i + sum_j P~_ij
         v = desc_v.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc' += P~ V
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc^new += P~ V
         m_i = m_new
     return acc, l_i, m_i
 # ~/~ end

@@ -283,7 +283,7 @@ def online_attention_row(
                              "visible=False to mask a key")
         m_new = max(m, s)  # m_j = max(m_{j-1}, s_j)
         alpha = rescale_factor(m, m_new)  # alpha_j = e^(m_{j-1} - m_j)
-        p = math.exp(s - m_new)  # p_j = e^(s_j - m_j)
+        p = math.exp(s - m_new)  # p~_j = e^(s_j - m_j), not yet normalised
         l = alpha * l + p  # noqa: E741  l_j = alpha_j l_{j-1} + p_j
         # acc_j = alpha_j acc_{j-1} + p_j v_j
         acc = [alpha * a + p * vi for a, vi in zip(acc, v, strict=True)]

@@ -292,7 +292,7 @@ def kv_cache_bytes(
     n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, *, batch: int = 1,
     elem_bytes: int = 2,
 ) -> int:
-    """A KV cache of `tokens` tokens per sequence: K and V, 2 * L * Hkv * d * e bytes a token."""
+    """A KV cache of `tokens` tokens per sequence: K and V, 2 * L * Hkv * d * E bytes a token."""
     _check_positive(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch=batch,
                     elem_bytes=elem_bytes)
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
