@@ -123,12 +123,14 @@ def main() -> None:
             problems += check_page(browser, base, "lab/02-flash-triton/",
                                    ROOT / "build/screenshot-lab-02.png", "#the-benchmark",
                                    figures=True)
-            for page in ("theory/02-flash-attention/", "theory/04-gqa-mqa-mla/",
+            for page in ("theory/02-flash-attention/", "theory/03-paged-and-sliding/",
+                         "theory/04-gqa-mqa-mla/",
                          "lab/00-online-softmax/", "results/", ""):
                 name = page.strip("/").replace("/", "-") or "index"
                 problems += check_page(browser, base, page, ROOT / f"build/screenshot-{name}.png",
                                        "h1", titles=page.startswith("lab/"),
-                                       figures=page not in ("lab/00-online-softmax/", ""),
+                                       figures=page not in ("lab/00-online-softmax/", "",
+                                                            "theory/03-paged-and-sliding/"),
                                        math=page != "")
             browser.close()
     finally:
