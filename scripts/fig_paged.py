@@ -42,7 +42,7 @@ def reservation_table() -> str:
     for name, slots in layouts:
         nbytes = kv_cache_bytes(LAYERS, KV_HEADS, D, slots)
         per_seq = nbytes / len(LENGTHS)
-        rows.append([name, f"{slots:,}", f"{nbytes / GIB:.2f}", f"{used / slots:.0%}",
+        rows.append([name, f"{slots:,}", f"{nbytes / GIB:.2f}", f"{used / slots:.1%}",
                      f"{int(40 * GIB // per_seq):,}"])
     header = ["layout", "token slots reserved", "GiB", "slots in use",
               "sequences of this mix in 40 GiB"]
