@@ -201,6 +201,12 @@ def _check_positive(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _check_nonnegative(**values: int) -> None:
+    for name, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
 # ~/~ end
 
 
@@ -295,8 +301,7 @@ def kv_cache_bytes(
     """A KV cache of `tokens` tokens per sequence: K and V, 2 * L * Hkv * d * E bytes a token."""
     _check_positive(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch=batch,
                     elem_bytes=elem_bytes)
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+    _check_nonnegative(tokens=tokens)
     return 2 * n_layers * n_kv_heads * head_dim * elem_bytes * tokens * batch
 # ~/~ end
 
@@ -308,10 +313,7 @@ def mla_cache_bytes(
 ) -> int:
     """MLA's cache: one latent c_t (latent_dim) and one shared RoPE key (rope_dim) a token/layer."""
     _check_positive(n_layers=n_layers, latent_dim=latent_dim, batch=batch, elem_bytes=elem_bytes)
-    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
-        raise ValueError(f"rope_dim must be a non-negative int, got {rope_dim!r}")
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+    _check_nonnegative(rope_dim=rope_dim, tokens=tokens)
     return n_layers * (latent_dim + rope_dim) * elem_bytes * tokens * batch
 
 
@@ -319,8 +321,7 @@ def mla_decode_flops(b: int, n_heads: int, nk: int, latent_dim: int, rope_dim: i
     """One new token per sequence over nk cached latents, up-projections folded into q and out:
     2 (d_c + d_R) FLOPs per key and head for the scores, 2 d_c for the values."""
     _check_positive(b=b, n_heads=n_heads, nk=nk, latent_dim=latent_dim)
-    if isinstance(rope_dim, bool) or not isinstance(rope_dim, int) or rope_dim < 0:
-        raise ValueError(f"rope_dim must be a non-negative int, got {rope_dim!r}")
+    _check_nonnegative(rope_dim=rope_dim)
     return b * n_heads * nk * (2 * (latent_dim + rope_dim) + 2 * latent_dim)
 # ~/~ end
 
