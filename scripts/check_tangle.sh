@@ -15,12 +15,15 @@ HAND_WRITTEN=(
 
 top=$(git rev-parse --show-toplevel)
 cd "$top"
-python -c 'import entangled' 2>/dev/null || { echo "check_tangle: no python with entangled on PATH (run 'make setup')"; exit 2; }
+# The project's environment if it exists, else whatever python is on PATH.
+PY=python
+[ -x "$top/.venv/bin/python" ] && PY="$top/.venv/bin/python"
+"$PY" -c 'import entangled' 2>/dev/null || { echo "check_tangle: no python with entangled (run 'make setup')"; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp -r docs entangled.toml "$tmp"/
-(cd "$tmp" && python "$top/scripts/tangle.py" tangle) >"$tmp/tangle.log" 2>&1 || { cat "$tmp/tangle.log"; echo "check_tangle: entangled failed"; exit 1; }
+(cd "$tmp" && "$PY" "$top/scripts/tangle.py" tangle) >"$tmp/tangle.log" 2>&1 || { cat "$tmp/tangle.log"; echo "check_tangle: entangled failed"; exit 1; }
 
 fail=0
 if grep -Eq '\b(ERROR|WARNING|CRITICAL)\b' "$tmp/tangle.log"; then
