@@ -7,7 +7,7 @@ MATHJAX := docs/assets/vendor/mathjax/tex-svg-full.js
 HOST ?= 127.0.0.1:8000
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup assets serve test tangle stitch check-tangle site browser-check lint figures figures-check
+.PHONY: setup db assets serve dev test tangle stitch sync check-tangle site browser-check lint figures figures-check
 
 # A virtual environment with the package (editable) and every pinned tool.
 $(BIN)/.installed: pyproject.toml constraints-cpu.txt
@@ -16,7 +16,18 @@ $(BIN)/.installed: pyproject.toml constraints-cpu.txt
 	$(BIN)/pip install --quiet -c constraints-cpu.txt -e ".[dev]"
 	touch $@
 
-setup: $(BIN)/.installed
+# entangled's database (.entangled/, not committed) records what it wrote, so that `entangled
+# sync`, `watch`, `tangle` and `stitch` can tell a page edit from a code edit. A fresh clone has
+# none: build it from the tree as it is (this writes no file). `make db` rebuilds it, e.g. after
+# a `git pull` brought new pages and their tangled files together.
+DB := .entangled/filedb.json
+$(DB): | $(BIN)/.installed
+	$(BIN)/entangled tangle --reset-db
+
+db: $(BIN)/.installed
+	$(BIN)/entangled tangle --reset-db
+
+setup: $(BIN)/.installed $(DB)
 
 # MathJax comes from the npm registry at setup time (not committed): the site renders math offline.
 $(MATHJAX):
@@ -32,12 +43,23 @@ serve: setup assets
 test: setup
 	$(BIN)/python -m pytest
 
-# Pages -> src/ and tests/ (never edit those by hand; or edit one and `make stitch` at once).
+# Shortcuts for entangled's own commands (call them directly just as well):
+# pages -> src/, tests/, exercises/; edits of a tangled file -> its page; whichever is needed.
 tangle: setup
-	$(BIN)/python scripts/tangle.py tangle
+	$(BIN)/entangled tangle
 
 stitch: setup
-	$(BIN)/python scripts/tangle.py stitch
+	$(BIN)/entangled stitch
+
+sync: setup
+	$(BIN)/entangled sync
+
+# Live editing: entangled watches the pages and the tangled files (a page edit re-tangles the
+# package, a code edit is stitched back into its page) while mkdocs serves the site and reloads it.
+dev: setup assets
+	$(BIN)/entangled watch & watcher=$$!; \
+	trap 'kill $$watcher 2>/dev/null' EXIT INT TERM; \
+	$(BIN)/mkdocs serve --dev-addr $(HOST)
 
 check-tangle: setup
 	PATH="$(abspath $(BIN)):$$PATH" bash scripts/check_tangle.sh
@@ -49,7 +71,7 @@ browser-check: site
 	$(BIN)/python scripts/check_site.py
 
 lint: setup
-	$(BIN)/ruff check src tests scripts
+	$(BIN)/ruff check src tests scripts tools
 
 # Tables and figures for the pages, from the package and the committed data under data/.
 FIGURE_SCRIPTS := $(wildcard scripts/fig_*.py)

@@ -3,15 +3,22 @@
 # a temporary copy and compares. Exits non-zero when
 #   - entangled logs any error or warning (it exits 0 even then, so its log is read),
 #   - a tangled file differs from the committed one, or is produced but not committed,
-#   - a committed file under src/ or tests/ is produced by no page (and is not hand-written below),
-#   - a page tangles into a file outside src/ and tests/.
+#   - a committed file under src/, tests/ or exercises/ is produced by no page (and is not
+#     hand-written below),
+#   - a page tangles into a file outside src/, tests/ and exercises/ (the labs' skeletons).
+# The temporary tangle is a fresh one (entangled creates every file), so it also proves that
+# creating and rewriting give the same bytes: the committed files were rewritten by `entangled
+# sync`/`watch`/`tangle` as often as created.
 set -euo pipefail
 
 # Hand-written files allowed in the generated folders (the README's layout section names them).
 HAND_WRITTEN=(
   tests/conftest.py
   tests/test_check_tangle.py
+  tests/test_entangled_workflow.py
+  tests/test_exercises.py
 )
+TANGLED_DIRS=(src tests exercises)
 
 top=$(git rev-parse --show-toplevel)
 cd "$top"
@@ -19,11 +26,15 @@ cd "$top"
 PY=python
 [ -x "$top/.venv/bin/python" ] && PY="$top/.venv/bin/python"
 "$PY" -c 'import entangled' 2>/dev/null || { echo "check_tangle: no python with entangled (run 'make setup')"; exit 2; }
+"$PY" -c 'from importlib.metadata import entry_points as e; assert "final_newline" in e(group="entangled.hooks").names' 2>/dev/null \
+  || { echo "check_tangle: the project's entangled hook (final newlines) is not installed (run 'make setup')"; exit 2; }
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp -r docs entangled.toml "$tmp"/
-(cd "$tmp" && "$PY" "$top/scripts/tangle.py" tangle) >"$tmp/tangle.log" 2>&1 || { cat "$tmp/tangle.log"; echo "check_tangle: entangled failed"; exit 1; }
+# entangled's own command, as `entangled tangle` runs it (the project's hook gives final newlines).
+(cd "$tmp" && "$PY" -c 'import sys; from entangled.main import cli; sys.argv[0] = "entangled"; sys.exit(cli())' tangle) \
+  >"$tmp/tangle.log" 2>&1 || { cat "$tmp/tangle.log"; echo "check_tangle: entangled failed"; exit 1; }
 
 fail=0
 if grep -Eq '\b(ERROR|WARNING|CRITICAL)\b' "$tmp/tangle.log"; then
@@ -38,8 +49,8 @@ produced=$(cd "$tmp" && find . -type f ! -path './docs/*' ! -path './.entangled/
 
 for f in $produced; do
   case "$f" in
-    src/*|tests/*) ;;
-    *) echo "check_tangle: a page tangles into $f, outside src/ and tests/"; fail=1; continue ;;
+    src/*|tests/*|exercises/*) ;;
+    *) echo "check_tangle: a page tangles into $f, outside src/, tests/ and exercises/"; fail=1; continue ;;
   esac
   if ! git ls-files --error-unmatch "$f" >/dev/null 2>&1; then
     echo "check_tangle: $f is produced by the docs but not committed"; fail=1
@@ -50,7 +61,7 @@ for f in $produced; do
   fi
 done
 
-for f in $(git ls-files src tests); do
+for f in $(git ls-files "${TANGLED_DIRS[@]}"); do
   case "$f" in *__pycache__*) continue ;; esac
   if printf '%s\n' "${HAND_WRITTEN[@]}" | grep -qx "$f"; then continue; fi
   if ! printf '%s\n' $produced | grep -qx "$f"; then
