@@ -7,7 +7,7 @@ MATHJAX := docs/assets/vendor/mathjax/tex-svg-full.js
 HOST ?= 127.0.0.1:8000
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup db assets serve dev test tangle stitch sync check-tangle site browser-check lint figures figures-check
+.PHONY: setup db assets serve dev test exercise check-mine tangle stitch sync check-tangle site browser-check lint figures figures-check
 
 # A virtual environment with the package (editable) and every pinned tool.
 $(BIN)/.installed: pyproject.toml constraints-cpu.txt
@@ -42,6 +42,25 @@ serve: setup assets
 
 test: setup
 	$(BIN)/python -m pytest
+
+# The labs as exercises: copy a lab's skeletons to $(MYWORK)/ (a file already there is yours and
+# is never overwritten), then run that lab's own tests with your modules in place of the package's.
+MYWORK ?= mywork
+LABS := $(patsubst exercises/lab%,%,$(wildcard exercises/lab*))
+
+exercise:
+	@case " $(LABS) " in *" $(LAB) "*) ;; *) echo "usage: make exercise LAB=NN, NN one of: $(LABS)"; exit 2;; esac
+	@mkdir -p $(MYWORK)
+	@for f in exercises/lab$(LAB)/*.py; do \
+	  dest=$(MYWORK)/$$(basename $$f); \
+	  if [ -e $$dest ]; then echo "kept $$dest (yours: never overwritten)"; \
+	  else cp $$f $$dest && echo "copied $$f -> $$dest: fill in what raises NotImplementedError"; fi; \
+	done
+	@echo "then: make check-mine LAB=$(LAB)"
+
+check-mine: setup
+	@case " $(LABS) " in *" $(LAB) "*) ;; *) echo "usage: make check-mine LAB=NN, NN one of: $(LABS)"; exit 2;; esac
+	$(BIN)/python -m pytest --lab=$(LAB) --mywork=$(MYWORK)
 
 # Shortcuts for entangled's own commands (call them directly just as well):
 # pages -> src/, tests/, exercises/; edits of a tangled file -> its page; whichever is needed.

@@ -21,6 +21,8 @@ from minimodel.online_softmax import (
 )
 from minimodel.reference import attention_ref, visible_mask
 
+pytestmark = pytest.mark.lab("00")  # the task's tests: `make check-mine LAB=00` runs them
+
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-check-edge-cases>>[init]
 SOFTMAXES = {
     "softmax": softmax,

@@ -67,6 +67,7 @@ def _check_defined(n: int, m: float) -> None:
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-batch>>[init]
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-softmax-interface>>[init]
 def softmax(xs: Iterable[float]) -> list[float]:
     """Safe softmax: p_j = e^(x_j - m) / l with m = max_j x_j and l = sum_j e^(x_j - m).
 
@@ -74,6 +75,7 @@ def softmax(xs: Iterable[float]) -> list[float]:
     here. Entries of -inf get probability 0. Raises ValueError on an empty row, a row that is
     all -inf, and any NaN or +inf.
     """
+# ~/~ end
     row = [_logit(x, f"logit {j}") for j, x in enumerate(xs)]
     m = max(row, default=-math.inf)  # pass 1: m = max_j x_j
     _check_defined(len(row), m)
@@ -84,6 +86,7 @@ def softmax(xs: Iterable[float]) -> list[float]:
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-rescale>>[init]
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-rescale-factor-interface>>[init]
 def rescale_factor(m_old: float, m_new: float) -> float:
     """alpha = e^(m_old - m_new): moves a sum kept relative to m_old onto the new maximum m_new.
 
@@ -91,6 +94,7 @@ def rescale_factor(m_old: float, m_new: float) -> float:
     factor is exactly 1, which also covers m_old = m_new = -inf (where e^(-inf - -inf) would be
     NaN); from m_old = -inf to a finite m_new it is e^(-inf) = 0.
     """
+# ~/~ end
     if math.isnan(m_old) or math.isnan(m_new) or m_new < m_old:
         raise ValueError(
             f"need m_new >= m_old (a running maximum only grows), got m_old={m_old}, m_new={m_new}"
@@ -102,6 +106,7 @@ def rescale_factor(m_old: float, m_new: float) -> float:
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state>>[init]
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-interface>>[init]
 @dataclass(frozen=True)
 class SoftmaxState:
     """The running state (m, l) of an online softmax over a set of logits X.
@@ -114,8 +119,14 @@ class SoftmaxState:
 
     m: float = -math.inf
     l: float = 0.0  # noqa: E741  (the theory's symbol)
+# ~/~ end
 
-    def __post_init__(self):
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-post-init>>[init]
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-post-init-interface>>[init]
+    def __post_init__(self) -> None:
+        """Refuse an impossible state: m NaN or +inf, l negative or not finite, or l == 0 and
+        m == -inf not holding together; a bool is not a number here."""
+    # ~/~ end
         for name, value in (("m", self.m), ("l", self.l)):
             if isinstance(value, bool) or not isinstance(value, Real):
                 raise ValueError(f"SoftmaxState.{name} must be a real number, got {value!r}")
@@ -128,19 +139,27 @@ class SoftmaxState:
                 f"SoftmaxState needs l == 0 exactly when m == -inf (the empty state), "
                 f"got m={self.m}, l={self.l}"
             )
+    # ~/~ end
 
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of>>[init]
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-interface>>[init]
     @classmethod
     def of(cls, x: float) -> "SoftmaxState":
         """The state of the single logit x: (x, 1), or the identity when x = -inf."""
+    # ~/~ end
         x = _logit(x, "x")
         return cls() if x == -math.inf else cls(x, 1.0)
+    # ~/~ end
 
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-merge>>[init]
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-merge-interface>>[init]
     def merge(self, other: "SoftmaxState") -> "SoftmaxState":
         """(m_a, l_a) + (m_b, l_b) = (m, l_a e^(m_a - m) + l_b e^(m_b - m)) with m = max(m_a, m_b).
 
         Associative and commutative (Theory 01), so chunks can be merged in any grouping and
         any order; in floating point m is exact and l agrees up to rounding.
         """
+    # ~/~ end
         if not isinstance(other, SoftmaxState):
             raise ValueError(f"can only merge a SoftmaxState, got {other!r}")
         m = max(self.m, other.m)  # m = max(m_a, m_b)
@@ -148,18 +167,30 @@ class SoftmaxState:
             self.l * rescale_factor(self.m, m) + other.l * rescale_factor(other.m, m)
         )
         return SoftmaxState(m, l)
+    # ~/~ end
 
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-push>>[init]
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-push-interface>>[init]
     def push(self, x: float) -> "SoftmaxState":
         """One step: m_i = max(m_{i-1}, x_i), l_i = l_{i-1} alpha_i + e^(x_i - m_i)."""
+    # ~/~ end
         return self.merge(SoftmaxState.of(x))
+    # ~/~ end
 
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-lse>>[init]
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-lse-interface>>[init]
     @property
     def lse(self) -> float:
         """log sum_{x in X} e^x = m + log l; -inf for the empty state."""
+    # ~/~ end
         return self.m + math.log(self.l) if self.l > 0 else -math.inf
+    # ~/~ end
 
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-probability>>[init]
+    # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-probability-interface>>[init]
     def probability(self, x: float) -> float:
         """p = e^(x - m) / l: the write pass, once the state covers the whole row."""
+    # ~/~ end
         if self.l == 0:
             raise ValueError("the empty state (every logit -inf) has no probabilities")
         x = _logit(x, "x")
@@ -167,24 +198,31 @@ class SoftmaxState:
             raise ValueError(f"x = {x} exceeds the running maximum m = {self.m}: the state does "
                              "not cover it")
         return math.exp(x - self.m) / self.l
+    # ~/~ end
 
 
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-stream>>[init]
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-stream-interface>>[init]
 def softmax_state(xs: Iterable[float]) -> SoftmaxState:
     """The state (m, l) of a whole stream: SoftmaxState() pushed with every x_i in turn."""
+# ~/~ end
     state = SoftmaxState()  # (m_0, l_0) = (-inf, 0)
     for x in xs:
         state = state.push(x)  # (m_i, l_i) from (m_{i-1}, l_{i-1}) and x_i
     return state
 # ~/~ end
+# ~/~ end
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-one-pass>>[init]
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-online-interface>>[init]
 def online_softmax(xs: Iterable[float]) -> list[float]:
     """Softmax in one pass over `xs` for the normaliser (m, l), then the write pass.
 
     `xs` is consumed once, so any iterable works, a generator included. Equal to `softmax(xs)`
     up to rounding, with the same errors for the same inputs.
     """
+# ~/~ end
     row: list[float] = []  # the entries, kept for the write pass
     state = SoftmaxState()  # (m_0, l_0) = (-inf, 0)
     for i, x in enumerate(xs):
@@ -196,11 +234,13 @@ def online_softmax(xs: Iterable[float]) -> list[float]:
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-chunked>>[init]
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-chunked-interface>>[init]
 def online_softmax_chunked(xs: Iterable[float], chunk: int) -> list[float]:
     """Softmax from chunks of `chunk` entries, each reduced to a SoftmaxState on its own, merged.
 
     Any chunk size >= 1 gives softmax(xs) up to rounding; the last chunk may be shorter.
     """
+# ~/~ end
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
     row = [_logit(x, f"logit {j}") for j, x in enumerate(xs)]
@@ -217,6 +257,7 @@ def online_softmax_chunked(xs: Iterable[float], chunk: int) -> list[float]:
 _MISSING = object()  # marks the end of a stream that ran out before the others
 
 
+# ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-attention-row-interface>>[init]
 def online_attention_row(
     q: Sequence[float],
     keys: Iterable[Sequence[float]],
@@ -235,6 +276,7 @@ def online_attention_row(
     mismatched lengths, a non-finite input, a scale that is not finite and positive, and a
     score that overflows to +inf or -inf.
     """
+# ~/~ end
     q = _finite_row(q, "q")
     d = len(q)
     if d == 0:

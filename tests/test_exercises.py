@@ -1,0 +1,136 @@
+"""Tests of the labs as exercises (hand-written): the skeletons import; every lab's own tests fail
+on its skeletons with "not written yet" (none passes vacuously); they pass on the solution copied
+into a learner's folder and fail on a solution with a known bug; `make exercise` never overwrites
+a learner's file; a broken learner's file is reported clearly."""
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+LABS = sorted(p.name.removeprefix("lab") for p in (ROOT / "exercises").glob("lab*"))
+
+# A known bug per lab, applied to the solution copied into mywork/: (module, old, new).
+MUTANTS = {
+    "00": ("online_softmax", "self.l * rescale_factor(self.m, m) + other.l * rescale_factor(other.m, m)",
+           "self.l + other.l * rescale_factor(other.m, m)"),  # the merge drops a rescale
+    "02": ("attention_flash", "full_hi = tl.maximum(tl.minimum(n_k, p_first + 1), 0) // BLOCK_N",
+           "full_hi = tl.maximum(tl.minimum(n_k, p_first + 2), 0) // BLOCK_N"),  # off-by-one bound
+}
+
+
+def skeletons(lab: str) -> list[Path]:
+    return sorted((ROOT / "exercises" / f"lab{lab}").glob("*.py"))
+
+
+def check_mine(lab: str, mywork: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`make check-mine LAB=lab` with mywork as the learner's folder; outcome counts from JUnit."""
+    report = mywork.parent / f"report-{lab}.xml"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", f"--lab={lab}", f"--mywork={mywork}", "-q",
+         "-p", "no:cacheprovider", f"--junitxml={report}", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+    counts = {"passed": 0, "failed": 0, "skipped": 0, "messages": []}
+    if report.exists():
+        for case in ET.parse(report).getroot().iter("testcase"):
+            failure = case.find("failure")
+            if failure is None:
+                failure = case.find("error")
+            if failure is not None:
+                counts["failed"] += 1
+                counts["messages"].append(failure.get("message", "") + (failure.text or ""))
+            elif case.find("skipped") is not None:
+                counts["skipped"] += 1
+            else:
+                counts["passed"] += 1
+    return result, counts
+
+
+def test_there_are_labs_to_do():
+    assert {"00", "02"} <= set(LABS)
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_skeletons_import_and_raise_not_written_yet(lab):
+    for path in skeletons(lab):
+        spec = importlib.util.spec_from_file_location(f"skeleton_{lab}_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert (ROOT / "src/minimodel" / path.name).exists(), f"{path} names no package module"
+        assert "not written yet" in path.read_text()
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_every_test_of_the_lab_fails_on_the_skeleton(lab, tmp_path):
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    for path in skeletons(lab):
+        shutil.copy(path, mywork)
+    result, counts = check_mine(lab, mywork)
+    assert counts["failed"] > 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert counts["passed"] == 0, f"{counts['passed']} tests of lab {lab} pass on the skeleton"
+    assert all("not written yet" in m for m in counts["messages"]), \
+        [m[:300] for m in counts["messages"] if "not written yet" not in m][:3]
+
+
+@pytest.mark.parametrize("lab", LABS)
+def test_the_solution_in_mywork_passes(lab, tmp_path):
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    for path in skeletons(lab):
+        shutil.copy(ROOT / "src/minimodel" / path.name, mywork)
+    result, counts = check_mine(lab, mywork)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert counts["passed"] > 0 and counts["failed"] == 0
+    assert f"minimodel.{skeletons(lab)[0].stem} is {mywork}" in result.stdout  # the header says so
+
+
+@pytest.mark.parametrize("lab", sorted(MUTANTS))
+def test_a_solution_with_a_known_bug_fails(lab, tmp_path):
+    module, old, new = MUTANTS[lab]
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    source = (ROOT / "src/minimodel" / f"{module}.py").read_text()
+    assert source.count(old) == 1, f"the mutant's target is not in {module}.py any more"
+    (mywork / f"{module}.py").write_text(source.replace(old, new))
+    result, counts = check_mine(lab, mywork, "-x")
+    assert result.returncode == 1 and counts["failed"] >= 1, result.stdout[-2000:]
+
+
+def test_a_learner_file_that_does_not_import_is_reported(tmp_path):
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    (mywork / "online_softmax.py").write_text("def softmax(xs):\n    return [\n")
+    result, _ = check_mine("00", mywork)
+    assert result.returncode != 0
+    assert "online_softmax.py does not import (line 2): SyntaxError" in result.stderr
+
+
+def test_a_learner_file_missing_a_name_is_reported(tmp_path):
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    (mywork / "online_softmax.py").write_text("def softmax(xs):\n    return []\n")
+    result, _ = check_mine("00", mywork)
+    assert result.returncode != 0
+    assert "online_softmax.py lacks rescale_factor, SoftmaxState" in result.stderr
+
+
+def test_make_exercise_copies_the_skeletons_and_never_overwrites(tmp_path):
+    mywork = tmp_path / "mywork"
+    make = ["make", "--no-print-directory", "exercise", "LAB=00", f"MYWORK={mywork}"]
+    first = subprocess.run(make, cwd=ROOT, capture_output=True, text=True)
+    assert first.returncode == 0, first.stdout + first.stderr
+    mine = mywork / "online_softmax.py"
+    assert mine.read_text() == (ROOT / "exercises/lab00/online_softmax.py").read_text()
+    mine.write_text("# my work\n")
+    again = subprocess.run(make, cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0 and "kept" in again.stdout
+    assert mine.read_text() == "# my work\n"
+    wrong = subprocess.run([*make[:3], "LAB=99", f"MYWORK={mywork}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    assert wrong.returncode != 0 and "one of" in wrong.stdout
