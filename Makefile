@@ -90,7 +90,7 @@ browser-check: site
 	$(BIN)/python scripts/check_site.py
 
 lint: setup
-	$(BIN)/ruff check src tests scripts tools
+	$(BIN)/ruff check src tests scripts tools exercises
 
 # Tables and figures for the pages, from the package and the committed data under data/.
 FIGURE_SCRIPTS := $(wildcard scripts/fig_*.py)

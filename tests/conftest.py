@@ -127,7 +127,8 @@ def use_mywork(folder: Path) -> list[str]:
             if isinstance(e, SyntaxError) and e.filename and Path(e.filename) == path:
                 lines_here.append(e.lineno)
             where = f" (line {lines_here[-1]})" if lines_here else ""
-            raise pytest.UsageError(f"{path} does not import{where}: {type(e).__name__}: {e}")
+            raise pytest.UsageError(
+                f"{path} does not import{where}: {type(e).__name__}: {e}") from None
         missing = [n for n in interface_names(name) if not hasattr(module, n)]
         if missing:
             raise pytest.UsageError(f"{path} lacks {', '.join(missing)}: the tests need every "

@@ -8,7 +8,6 @@ check it with `make check-mine LAB=00`.
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from numbers import Real
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-softmax-interface>>[init]
@@ -20,7 +19,10 @@ def softmax(xs: Iterable[float]) -> list[float]:
     all -inf, and any NaN or +inf.
     """
 # ~/~ end
-    raise NotImplementedError("not written yet: softmax: the three passes: the maximum, the sum of e^(x_j - m), the division")
+    raise NotImplementedError(
+        "not written yet: softmax: the three passes: the maximum, the sum of e^(x_j - m), the "
+        "division"
+    )
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-rescale-factor-interface>>[init]
@@ -32,7 +34,10 @@ def rescale_factor(m_old: float, m_new: float) -> float:
     NaN); from m_old = -inf to a finite m_new it is e^(-inf) = 0.
     """
 # ~/~ end
-    raise NotImplementedError("not written yet: rescale_factor: alpha = e^(m_old - m_new), with the cases where the maximum does not move or leaves -inf")
+    raise NotImplementedError(
+        "not written yet: rescale_factor: alpha = e^(m_old - m_new), with the cases where the "
+        "maximum does not move or leaves -inf"
+    )
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-interface>>[init]
@@ -55,14 +60,20 @@ class SoftmaxState:
         """Refuse an impossible state: m NaN or +inf, l negative or not finite, or l == 0 and
         m == -inf not holding together; a bool is not a number here."""
     # ~/~ end
-        raise NotImplementedError("not written yet: SoftmaxState.__post_init__: validate m and l: the rules for odd inputs, and l == 0 exactly when m == -inf")
+        raise NotImplementedError(
+            "not written yet: SoftmaxState.__post_init__: validate m and l: the rules for odd "
+            "inputs, and l == 0 exactly when m == -inf"
+        )
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-interface>>[init]
     @classmethod
     def of(cls, x: float) -> "SoftmaxState":
         """The state of the single logit x: (x, 1), or the identity when x = -inf."""
     # ~/~ end
-        raise NotImplementedError("not written yet: SoftmaxState.of: the state of one logit: (x, 1), or the empty state for -inf")
+        raise NotImplementedError(
+            "not written yet: SoftmaxState.of: the state of one logit: (x, 1), or the empty state"
+            " for -inf"
+        )
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-merge-interface>>[init]
     def merge(self, other: "SoftmaxState") -> "SoftmaxState":
@@ -72,33 +83,45 @@ class SoftmaxState:
         any order; in floating point m is exact and l agrees up to rounding.
         """
     # ~/~ end
-        raise NotImplementedError("not written yet: SoftmaxState.merge: take the larger maximum and move both sums onto it with rescale_factor")
+        raise NotImplementedError(
+            "not written yet: SoftmaxState.merge: take the larger maximum and move both sums onto"
+            " it with rescale_factor"
+        )
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-push-interface>>[init]
     def push(self, x: float) -> "SoftmaxState":
         """One step: m_i = max(m_{i-1}, x_i), l_i = l_{i-1} alpha_i + e^(x_i - m_i)."""
     # ~/~ end
-        raise NotImplementedError("not written yet: SoftmaxState.push: the merge with the state of the single logit x")
+        raise NotImplementedError(
+            "not written yet: SoftmaxState.push: the merge with the state of the single logit x"
+        )
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-lse-interface>>[init]
     @property
     def lse(self) -> float:
         """log sum_{x in X} e^x = m + log l; -inf for the empty state."""
     # ~/~ end
-        raise NotImplementedError("not written yet: SoftmaxState.lse: m + log l, or -inf for the empty state")
+        raise NotImplementedError(
+            "not written yet: SoftmaxState.lse: m + log l, or -inf for the empty state"
+        )
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-probability-interface>>[init]
     def probability(self, x: float) -> float:
         """p = e^(x - m) / l: the write pass, once the state covers the whole row."""
     # ~/~ end
-        raise NotImplementedError("not written yet: SoftmaxState.probability: e^(x - m) / l, refusing the empty state and an x above m")
+        raise NotImplementedError(
+            "not written yet: SoftmaxState.probability: e^(x - m) / l, refusing the empty state "
+            "and an x above m"
+        )
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-stream-interface>>[init]
 def softmax_state(xs: Iterable[float]) -> SoftmaxState:
     """The state (m, l) of a whole stream: SoftmaxState() pushed with every x_i in turn."""
 # ~/~ end
-    raise NotImplementedError("not written yet: softmax_state: push every logit into SoftmaxState() in turn")
+    raise NotImplementedError(
+        "not written yet: softmax_state: push every logit into SoftmaxState() in turn"
+    )
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-online-interface>>[init]
@@ -109,7 +132,10 @@ def online_softmax(xs: Iterable[float]) -> list[float]:
     up to rounding, with the same errors for the same inputs.
     """
 # ~/~ end
-    raise NotImplementedError("not written yet: online_softmax: one pass that pushes each logit into a SoftmaxState, then the write pass")
+    raise NotImplementedError(
+        "not written yet: online_softmax: one pass that pushes each logit into a SoftmaxState, "
+        "then the write pass"
+    )
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-chunked-interface>>[init]
@@ -119,7 +145,10 @@ def online_softmax_chunked(xs: Iterable[float], chunk: int) -> list[float]:
     Any chunk size >= 1 gives softmax(xs) up to rounding; the last chunk may be shorter.
     """
 # ~/~ end
-    raise NotImplementedError("not written yet: online_softmax_chunked: reduce each chunk to a SoftmaxState on its own, merge the states, then write")
+    raise NotImplementedError(
+        "not written yet: online_softmax_chunked: reduce each chunk to a SoftmaxState on its own,"
+        " merge the states, then write"
+    )
 
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-attention-row-interface>>[init]
@@ -142,5 +171,8 @@ def online_attention_row(
     score that overflows to +inf or -inf.
     """
 # ~/~ end
-    raise NotImplementedError("not written yet: online_attention_row: m, l and acc updated key by key, divided by l at the end")
+    raise NotImplementedError(
+        "not written yet: online_attention_row: m, l and acc updated key by key, divided by l at "
+        "the end"
+    )
 # ~/~ end
