@@ -68,17 +68,22 @@ def acceptance(data: dict) -> tuple[str, list[str]]:
 
 
 def accuracy_failures(data: dict) -> list[str]:
-    """Each of our outputs (checked against the float32 reference before it was timed) must be
-    within 2x the error of PyTorch's own FlashAttention-2 on the same inputs, or 1e-3."""
+    """Each of our outputs was checked against the float32 reference before it was timed; its
+    max-abs error must be at most 2x that of PyTorch's own fused kernel on the same inputs and
+    dtype (FlashAttention-2's; FlexAttention's for windows, which SDPA cannot run). No absolute
+    floor: in bf16 both errors are near 8e-3 at the largest shapes, and the ratio is what
+    tells a kernel bug from bf16's rounding."""
     idx = index(data["records"])
     bad = []
     for key, rec in idx.items():
         if key[-1] != "minimodel":
             continue
-        fa2 = idx.get((*key[:-1], "sdpa_flash"), {}).get("max_err")
-        bar = max(2 * fa2, 1e-3) if fa2 is not None else 1e-3
-        if not rec["max_err"] <= bar:
-            bad.append(f"max_err {rec['max_err']:.1e} > {bar:.1e} at {key}")
+        candidates = (idx.get((*key[:-1], impl), {}) for impl in ("sdpa_flash", "flex"))
+        theirs = next((c["max_err"] for c in candidates if "max_err" in c), None)
+        if theirs is None:
+            bad.append(f"no PyTorch kernel to compare errors with at {key}")
+        elif not rec["max_err"] <= 2 * theirs:
+            bad.append(f"max_err {rec['max_err']:.1e} > 2 x {theirs:.1e} at {key}")
     return bad
 
 

@@ -216,6 +216,11 @@ def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
             f"flash_attention needs CUDA tensors, got device {q.device}. Without a GPU, set "
             "TRITON_INTERPRET=1 before triton is imported to run the kernel in the interpreter"
         )
+    elif (cc := torch.cuda.get_device_capability(q.device)) < (9, 0):
+        raise ValueError(
+            "flash_attention reads its tiles with tensor descriptors (the TMA), which need "
+            f"compute capability 9.0 (Hopper) or newer; got {cc[0]}.{cc[1]} on {q.device}"
+        )
     if not (16 <= d <= 256 and d % 8 == 0):
         raise ValueError(f"head_dim must be a multiple of 8 in [16, 256], got d={d}")
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -239,6 +244,7 @@ def _descriptor(t: torch.Tensor, head_dim: int) -> TensorDescriptor:
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-wrapper>>[init]
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-interface>>[init]
 def flash_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -258,6 +264,7 @@ def flash_attention(
     Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
     """
+# ~/~ end
     b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)
