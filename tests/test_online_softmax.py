@@ -326,7 +326,7 @@ def test_masked_queries_match_attention_ref(nq, nk, window):
     q, k, v = (torch.randn(1, 1, n, 16, dtype=torch.float64, generator=gen) for n in (nq, nk, nk))
     out_ref, lse_ref = attention_ref(q, k, v, causal=True, window=window, return_lse=True)
     mask = visible_mask(nq, nk, causal=True, window=window)
-    for i in range(nq):  # queries with i + nk - nq < 0 see no key at all
+    for i in range(nq):  # queries with pos_i = i + nk - nq < 0 see no key at all
         o, lse = online_attention_row(q[0, 0, i].tolist(), k[0, 0].tolist(), v[0, 0].tolist(),
                                       visible=mask[i].tolist())
         assert_lists_close(o, out_ref[0, 0, i].tolist())
@@ -405,15 +405,15 @@ def test_base2_form_gives_the_same_weights_and_lse():
     q = [rng.gauss(0, 1) for _ in range(16)]
     keys = [[rng.gauss(0, 1) for _ in range(16)] for _ in range(50)]
     values = [[rng.gauss(0, 1) for _ in range(4)] for _ in range(50)]
-    c = 16**-0.5 * math.log2(math.e)  # tau * log2(e), folded into one constant
-    m2, l2, acc = -INF, 0.0, [0.0] * 4  # m2 is the maximum in base-2 units: m2 = m * log2(e)
+    tau2 = 16**-0.5 * math.log2(math.e)  # tau' = tau log2(e), folded into one constant
+    m2, l2, acc = -INF, 0.0, [0.0] * 4  # m2 = m', the maximum in base-2 units: m' = m log2(e)
     for k, v in zip(keys, values, strict=True):
-        s2 = c * sum(a * b for a, b in zip(q, k, strict=True))  # s_j * log2(e)
+        s2 = tau2 * sum(a * b for a, b in zip(q, k, strict=True))  # s'_j = s_j log2(e)
         m_new = max(m2, s2)
-        alpha = math.exp2(m2 - m_new)  # = e^(m_{j-1} - m_j)
-        p = math.exp2(s2 - m_new)  # = e^(s_j - m_j)
-        l2 = alpha * l2 + p
-        acc = [alpha * a + p * vi for a, vi in zip(acc, v, strict=True)]
+        alpha = math.exp2(m2 - m_new)  # 2^(m'^(j-1) - m'^(j)) = e^(m^(j-1) - m^(j))
+        p_tilde = math.exp2(s2 - m_new)  # 2^(s'_j - m'^(j)) = e^(s_j - m^(j))
+        l2 = alpha * l2 + p_tilde
+        acc = [alpha * a + p_tilde * vi for a, vi in zip(acc, v, strict=True)]
         m2 = m_new
     o, lse = online_attention_row(q, keys, values)
     assert_lists_close([a / l2 for a in acc], o)

@@ -77,7 +77,7 @@ class SoftmaxState:
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-merge-interface>>[init]
     def merge(self, other: "SoftmaxState") -> "SoftmaxState":
-        """(m_a, l_a) + (m_b, l_b) = (m, l_a e^(m_a - m) + l_b e^(m_b - m)) with m = max(m_a, m_b).
+        """(m_X, l_X) + (m_Y, l_Y) = (m, l_X e^(m_X - m) + l_Y e^(m_Y - m)) with m = max(m_X, m_Y).
 
         Associative and commutative (Theory 01), so chunks can be merged in any grouping and
         any order; in floating point m is exact and l agrees up to rounding.
@@ -90,7 +90,7 @@ class SoftmaxState:
 
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-push-interface>>[init]
     def push(self, x: float) -> "SoftmaxState":
-        """One step: m_i = max(m_{i-1}, x_i), l_i = l_{i-1} alpha_i + e^(x_i - m_i)."""
+        """One step: m^(j) = max(m^(j-1), x_j), l^(j) = l^(j-1) alpha^(j) + e^(x_j - m^(j))."""
     # ~/~ end
         raise NotImplementedError(
             "not written yet: SoftmaxState.push: the merge with the state of the single logit x"
@@ -117,7 +117,7 @@ class SoftmaxState:
 
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-stream-interface>>[init]
 def softmax_state(xs: Iterable[float]) -> SoftmaxState:
-    """The state (m, l) of a whole stream: SoftmaxState() pushed with every x_i in turn."""
+    """The state (m, l) of a whole stream: SoftmaxState() pushed with every x_j in turn."""
 # ~/~ end
     raise NotImplementedError(
         "not written yet: softmax_state: push every logit into SoftmaxState() in turn"

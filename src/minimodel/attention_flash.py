@@ -31,7 +31,7 @@ def _attn_fwd_inner(
 ):
     """Stream key/value tiles [lo, hi) of one kv head through the online softmax of one Q tile."""
     offs_n = tl.arange(0, BLOCK_N)
-    p_i = offs_m + shift  # the key position each query row stands at
+    pos_i = offs_m + shift  # pos_i: the key position each query row stands at
     for start_n in tl.range(lo, hi, BLOCK_N):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = desc_k.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
@@ -40,22 +40,22 @@ def _attn_fwd_inner(
             j = start_n + offs_n[None, :]
             visible = j < n_k
             if CAUSAL:
-                visible &= j <= p_i[:, None]
+                visible &= j <= pos_i[:, None]
             if WINDOWED:
-                visible &= j > p_i[:, None] - window
+                visible &= j > pos_i[:, None] - window
             s = tl.where(visible, qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
-            p = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m_i^new)
+            p_tilde = tl.math.exp2(s - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m'_i^new)
         else:  # interior tile: every pair visible, so the max is finite and no guard is needed
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)  # tau' > 0 commutes with max
             m_use = m_new
-            p = tl.math.exp2(qk * qk_scale - m_use[:, None])  # one FMA per score
-        alpha = tl.math.exp2(m_i - m_use)  # alpha_i = 2^(m_i - m_i^new)
-        l_i = l_i * alpha + tl.sum(p, 1)  # l_i^new = alpha_i l_i + sum_j P~_ij
+            p_tilde = tl.math.exp2(qk * qk_scale - m_use[:, None])  # P~; one FMA per score
+        alpha = tl.math.exp2(m_i - m_use)  # alpha_i = 2^(m'_i - m'_i^new)
+        l_i = l_i * alpha + tl.sum(p_tilde, 1)  # l_i^new = alpha_i l_i + sum_j P~_ij
         v = desc_v.load([off_b, off_hkv, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc^new += P~ V
+        acc = tl.dot(p_tilde.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc^new += P~ V
         m_i = m_new
     return acc, l_i, m_i
 # ~/~ end
@@ -77,9 +77,9 @@ def _attn_fwd(
     off_bh = tl.program_id(1)
     off_b, off_h = off_bh // n_heads, off_bh % n_heads
     off_hkv = off_h // group  # GQA: query head h reads kv head h // (Hq / Hkv)
-    m0 = start_m * BLOCK_M
-    offs_m = m0 + tl.arange(0, BLOCK_M)
-    shift = n_k - n_q  # query i stands at key position p_i = i + shift
+    i0 = start_m * BLOCK_M
+    offs_m = i0 + tl.arange(0, BLOCK_M)
+    shift = n_k - n_q  # query i stands at key position pos_i = i + shift
 
     # The key range [lo, hi) this tile visits, and inside it the interior [full_lo, full_hi)
     # where every pair is visible to every row. All run boundaries but hi are tile-aligned.
@@ -88,20 +88,20 @@ def _attn_fwd(
     hi = n_k
     full_hi = n_k // BLOCK_N * BLOCK_N
     if CAUSAL:
-        p_first = m0 + shift
-        p_last = m0 + BLOCK_M - 1 + shift
-        hi = tl.maximum(tl.minimum(n_k, p_last + 1), 0)  # keys past p_last: invisible to all
+        pos_first = i0 + shift
+        pos_last = i0 + BLOCK_M - 1 + shift
+        hi = tl.maximum(tl.minimum(n_k, pos_last + 1), 0)  # keys past pos_last: invisible to all
         if WINDOWED:
-            lo = tl.maximum(0, p_first - window + 1) // BLOCK_N * BLOCK_N
-            full_lo = tl.maximum(0, p_last - window + 1)
+            lo = tl.maximum(0, pos_first - window + 1) // BLOCK_N * BLOCK_N
+            full_lo = tl.maximum(0, pos_last - window + 1)
             full_lo = tl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, tl.maximum(hi, lo))
-        full_hi = tl.maximum(tl.minimum(n_k, p_first + 1), 0) // BLOCK_N * BLOCK_N
+        full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
         full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
 
-    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max m_i (log2 units)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max m'_i (base-2 units)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum l_i
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)  # running sum of P~ V
-    q = desc_q.load([off_b, off_h, m0, 0]).reshape(BLOCK_M, HEAD_DIM)  # stays on chip
+    q = desc_q.load([off_b, off_h, i0, 0]).reshape(BLOCK_M, HEAD_DIM)  # stays on chip
 
     acc, l_i, m_i = _attn_fwd_inner(  # the window's edge: masked
         acc, l_i, m_i, q, desc_k, desc_v, off_b, off_hkv, offs_m, lo, full_lo,
@@ -116,7 +116,7 @@ def _attn_fwd(
     empty = l_i == 0.0  # rows that saw no key: O = 0 and lse = -inf, never NaN
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
-    desc_o.store([off_b, off_h, m0, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
+    desc_o.store([off_b, off_h, i0, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)  # 4 bytes a row
     tl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
              mask=offs_m < n_q)

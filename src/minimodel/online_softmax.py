@@ -154,7 +154,7 @@ class SoftmaxState:
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-merge>>[init]
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-merge-interface>>[init]
     def merge(self, other: "SoftmaxState") -> "SoftmaxState":
-        """(m_a, l_a) + (m_b, l_b) = (m, l_a e^(m_a - m) + l_b e^(m_b - m)) with m = max(m_a, m_b).
+        """(m_X, l_X) + (m_Y, l_Y) = (m, l_X e^(m_X - m) + l_Y e^(m_Y - m)) with m = max(m_X, m_Y).
 
         Associative and commutative (Theory 01), so chunks can be merged in any grouping and
         any order; in floating point m is exact and l agrees up to rounding.
@@ -162,8 +162,8 @@ class SoftmaxState:
     # ~/~ end
         if not isinstance(other, SoftmaxState):
             raise ValueError(f"can only merge a SoftmaxState, got {other!r}")
-        m = max(self.m, other.m)  # m = max(m_a, m_b)
-        l = (  # noqa: E741  l = l_a e^(m_a - m) + l_b e^(m_b - m)
+        m = max(self.m, other.m)  # m = max(m_X, m_Y)
+        l = (  # noqa: E741  l = l_X e^(m_X - m) + l_Y e^(m_Y - m)
             self.l * rescale_factor(self.m, m) + other.l * rescale_factor(other.m, m)
         )
         return SoftmaxState(m, l)
@@ -172,7 +172,7 @@ class SoftmaxState:
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-push>>[init]
     # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-push-interface>>[init]
     def push(self, x: float) -> "SoftmaxState":
-        """One step: m_i = max(m_{i-1}, x_i), l_i = l_{i-1} alpha_i + e^(x_i - m_i)."""
+        """One step: m^(j) = max(m^(j-1), x_j), l^(j) = l^(j-1) alpha^(j) + e^(x_j - m^(j))."""
     # ~/~ end
         return self.merge(SoftmaxState.of(x))
     # ~/~ end
@@ -204,11 +204,11 @@ class SoftmaxState:
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-stream>>[init]
 # ~/~ begin <<docs/lab/00-online-softmax.md#online-softmax-state-of-stream-interface>>[init]
 def softmax_state(xs: Iterable[float]) -> SoftmaxState:
-    """The state (m, l) of a whole stream: SoftmaxState() pushed with every x_i in turn."""
+    """The state (m, l) of a whole stream: SoftmaxState() pushed with every x_j in turn."""
 # ~/~ end
-    state = SoftmaxState()  # (m_0, l_0) = (-inf, 0)
+    state = SoftmaxState()  # (m^(0), l^(0)) = (-inf, 0)
     for x in xs:
-        state = state.push(x)  # (m_i, l_i) from (m_{i-1}, l_{i-1}) and x_i
+        state = state.push(x)  # (m^(j), l^(j)) from (m^(j-1), l^(j-1)) and x_j
     return state
 # ~/~ end
 # ~/~ end
@@ -224,12 +224,12 @@ def online_softmax(xs: Iterable[float]) -> list[float]:
     """
 # ~/~ end
     row: list[float] = []  # the entries, kept for the write pass
-    state = SoftmaxState()  # (m_0, l_0) = (-inf, 0)
-    for i, x in enumerate(xs):
-        row.append(_logit(x, f"logit {i}"))
-        state = state.push(row[-1])  # (m_i, l_i) from (m_{i-1}, l_{i-1}) and x_i
+    state = SoftmaxState()  # (m^(0), l^(0)) = (-inf, 0)
+    for j, x in enumerate(xs):
+        row.append(_logit(x, f"logit {j}"))
+        state = state.push(row[-1])  # (m^(j), l^(j)) from (m^(j-1), l^(j-1)) and x_j
     _check_defined(len(row), state.m)
-    return [math.exp(x - state.m) / state.l for x in row]  # p_j = e^(x_j - m_N) / l_N
+    return [math.exp(x - state.m) / state.l for x in row]  # p_j = e^(x_j - m^(N)) / l^(N)
 # ~/~ end
 
 
@@ -291,7 +291,7 @@ def online_attention_row(
         tau = float(scale)
     flags = iter(visible) if visible is not None else None
 
-    m, l, acc = -math.inf, 0.0, []  # noqa: E741  m_0 = -inf, l_0 = 0, acc_0 = 0 (length d_v)
+    m, l, acc = -math.inf, 0.0, []  # noqa: E741  m^(0) = -inf, l^(0) = 0, acc^(0) = 0 (d_v long)
     n = 0
     for j, (k, v) in enumerate(zip_longest(keys, values, fillvalue=_MISSING)):
         if k is _MISSING or v is _MISSING:
@@ -323,12 +323,12 @@ def online_attention_row(
         if s == -math.inf:  # finite q and k: the product overflowed, it is not a mask
             raise ValueError(f"score s_{j} = tau * q.k_{j} overflows to -inf; pass "
                              "visible=False to mask a key")
-        m_new = max(m, s)  # m_j = max(m_{j-1}, s_j)
-        alpha = rescale_factor(m, m_new)  # alpha_j = e^(m_{j-1} - m_j)
-        p = math.exp(s - m_new)  # p~_j = e^(s_j - m_j), not yet normalised
-        l = alpha * l + p  # noqa: E741  l_j = alpha_j l_{j-1} + p_j
-        # acc_j = alpha_j acc_{j-1} + p_j v_j
-        acc = [alpha * a + p * vi for a, vi in zip(acc, v, strict=True)]
+        m_new = max(m, s)  # m^(j) = max(m^(j-1), s_j)
+        alpha = rescale_factor(m, m_new)  # alpha^(j) = e^(m^(j-1) - m^(j))
+        p_tilde = math.exp(s - m_new)  # p~_j = e^(s_j - m^(j)), not yet normalised
+        l = alpha * l + p_tilde  # noqa: E741  l^(j) = alpha^(j) l^(j-1) + p~_j
+        # acc^(j) = alpha^(j) acc^(j-1) + p~_j v_j
+        acc = [alpha * a + p_tilde * vi for a, vi in zip(acc, v, strict=True)]
         m = m_new
 
     if n == 0:
@@ -337,6 +337,6 @@ def online_attention_row(
         raise ValueError(f"visible has more entries than the {n} keys")
     if l == 0:
         return [0.0] * len(acc), -math.inf  # no visible key: o = 0, lse = -inf
-    return [a / l for a in acc], m + math.log(l)  # o = acc_N / l_N, lse = m_N + log l_N
+    return [a / l for a in acc], m + math.log(l)  # o = acc^(N) / l^(N), lse = m^(N) + log l^(N)
 # ~/~ end
 # ~/~ end

@@ -92,19 +92,19 @@ def visible_mask(
 ) -> torch.Tensor:
     """Boolean `(nq, nk)`: True where query i sees key j (bottom-right causal alignment).
 
-    Query i stands at key position p_i = i + nk - nq; it sees j <= p_i, and with a window
-    also j > p_i - window.
+    Query i stands at key position pos_i = i + nk - nq; it sees j <= pos_i, and with a window
+    also j > pos_i - window.
     """
     check_mask_args(causal, window)
     if nq < 1 or nk < 1:
         raise ValueError(f"nq and nk must be >= 1, got nq={nq}, nk={nk}")
     if not causal:
         return torch.ones(nq, nk, dtype=torch.bool, device=device)
-    p = torch.arange(nq, device=device)[:, None] + (nk - nq)  # p_i
+    pos = torch.arange(nq, device=device)[:, None] + (nk - nq)  # pos_i
     j = torch.arange(nk, device=device)[None, :]
-    mask = j <= p
+    mask = j <= pos
     if window is not None:
-        mask &= j > p - window
+        mask &= j > pos - window
     return mask
 # ~/~ end
 
