@@ -7,22 +7,18 @@ scripts/measure_bytes.py), against minimodel.roofline's model; and the measured 
 
 import json
 
-from figlib import ROOT, emit, markdown_table, render_svg
+from figlib import ROOT, emit, h200_measured, markdown_table, roofline_svg
 
 from minimodel.roofline import (
-    Ceilings,
     RooflinePoint,
     attention_flops,
     attention_min_bytes,
     flash_attention_bytes,
     naive_attention_bytes,
-    plot_roofline,
 )
 
 DATA = ROOT / "data" / "bytes-h200.json"
-CEILINGS = ROOT / "data" / "ceilings-h200.json"
-LABEL = {"naive": "naive (PyTorch eager)", "minimodel": "minimodel Flash",
-         "sdpa_flash": "SDPA FlashAttention-2"}
+LABEL = {"naive": "naive (eager)", "minimodel": "minimodel Flash", "sdpa_flash": "SDPA FA2"}
 MIB = 2**20
 
 
@@ -47,7 +43,8 @@ def table(data: dict) -> str:
             lo = attention_min_bytes(b, h, h, n, n, d) / MIB
             hi = flash_attention_bytes(b, h, h, n, n, d, block_m=64, block_n=64,
                                        causal=r["causal"]) / MIB
-            model = f"{lo:,.2f} to {hi:,.2f}"
+            low, high = f"{lo:,.2f}", f"{hi:,.2f}"  # an en dash: the range never breaks
+            model = low if low == high else f"{low}\u2013{high}"
         rows.append([f"{n:,}", "causal" if r["causal"] else "none", LABEL[r["impl"]],
                      len(r["kernels"]), f"{r['dram_read'] / MIB:,.2f}",
                      f"{r['dram_write'] / MIB:,.2f}", f"{r['l2_bytes'] / MIB:,.1f}", model,
@@ -59,13 +56,13 @@ def table(data: dict) -> str:
     return markdown_table(header, rows)
 
 
-def figure(data: dict, path) -> None:
-    c = json.loads(CEILINGS.read_text())["ceilings"]
-    roof = Ceilings(c["name"], c["peak_flops"], c["bandwidth"])
+def figure(data: dict) -> bytes:
     points = [RooflinePoint(f"{r['impl']} N={r['n']}", flops(r) / dram(r), flops(r) / r["ns"] * 1e9)
               for r in data["records"] if not r["causal"] and r["impl"] != "sdpa_flash"]
-    plot_roofline([roof], points, path,
-                  title="Measured: naive vs Flash, d=64, fp16, B=1, H=16 (Nsight Compute)")
+    head_dims = {r["d"] for r in data["records"]}
+    assert len(head_dims) == 1, head_dims  # one exponential roof fits one head dim
+    return roofline_svg([h200_measured()], points, head_dim=head_dims.pop(),
+                        title="Measured: naive vs Flash, d=64, fp16, B=1, H=16 (Nsight Compute)")
 
 
 def main() -> None:
@@ -78,7 +75,7 @@ def main() -> None:
             f"{env['date'][:10]}) with Nsight Compute, caches flushed before each kernel; one "
             "call per process after warm-up (`scripts/measure_bytes.py`, "
             "`data/bytes-h200.json`).\n"),
-        "figures/roofline-measured.svg": render_svg(lambda p: figure(data, p)),
+        "figures/roofline-measured.svg": figure(data),
     })
 
 

@@ -1,13 +1,15 @@
 """Table and figure of Theory 04 (decode attention for MHA, GQA, MQA and MLA), computed by
 minimodel.roofline, with the H200's measured ceilings from data/ceilings-h200.json.
 
+Every row counts the same bytes, the compulsory ones: queries read, the cache read once, outputs
+written (attention_min_bytes at N_q = 1; mla_decode_bytes for MLA's absorbed queries and latent
+outputs).
+
     python scripts/fig_decode.py            # write docs/generated/decode-layouts.md and the figure
     python scripts/fig_decode.py --check    # fail if they are stale
 """
 
-import json
-
-from figlib import ROOT, emit, markdown_table, render_svg
+from figlib import emit, h200_measured, markdown_table, roofline_svg
 
 from minimodel.roofline import (
     HARDWARE,
@@ -17,16 +19,11 @@ from minimodel.roofline import (
     attention_min_bytes,
     kv_cache_bytes,
     mla_cache_bytes,
+    mla_decode_bytes,
     mla_decode_flops,
-    plot_roofline,
 )
 
 BATCH, CONTEXT = 64, 4096
-
-
-def measured() -> Ceilings:
-    c = json.loads((ROOT / "data" / "ceilings-h200.json").read_text())["ceilings"]
-    return Ceilings(c["name"], c["peak_flops"], c["bandwidth"])
 
 
 def layouts() -> list[dict]:
@@ -43,7 +40,7 @@ def layouts() -> list[dict]:
         "name": "MLA (DeepSeek-V2 sizes)", "heads": "128 / latent", "layers": 60,
         "cache_token": mla_cache_bytes(60, 512, 64, 1),
         "flops": mla_decode_flops(BATCH, 128, CONTEXT, 512, 64),
-        "bytes": mla_cache_bytes(1, 512, 64, CONTEXT, batch=BATCH),
+        "bytes": mla_decode_bytes(BATCH, 128, CONTEXT, 512, 64),
     })
     return rows
 
@@ -64,13 +61,13 @@ def table(roof: Ceilings) -> str:
 
 
 def main() -> None:
-    roof = measured()
+    roof = h200_measured()
     points = [RooflinePoint(r["name"], r["flops"] / r["bytes"]) for r in layouts()]
     emit({
         "generated/decode-layouts.md": table(roof),
-        "figures/roofline-decode.svg": render_svg(lambda p: plot_roofline(
-            [roof, HARDWARE["H200"]], points, p,
-            title=f"Decode attention, one layer, B={BATCH}, N={CONTEXT}, fp16")),
+        "figures/roofline-decode.svg": roofline_svg(
+            [roof, HARDWARE["H200"]], points,
+            title=f"Decode attention, one layer, B={BATCH}, N={CONTEXT}, fp16"),
     })
 
 

@@ -20,8 +20,9 @@ MUTANTS = {
     "00": ("online_softmax",  # the merge drops a rescale
            "self.l * rescale_factor(self.m, m) + other.l * rescale_factor(other.m, m)",
            "self.l + other.l * rescale_factor(other.m, m)"),
-    "02": ("attention_flash", "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N",
-           "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 2), 0) // BLOCK_N"),  # off-by-one bound
+    "02": ("attention_flash",  # an off-by-one tile bound
+           "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N",
+           "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 2), 0) // BLOCK_N"),
 }
 
 

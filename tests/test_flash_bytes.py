@@ -15,16 +15,16 @@ def kv_rows_by_brute_force(nq, nk, block_m, block_n, causal, window):
     visible pair for some row of the query tile; asserts that this is the kernel's [lo, hi)."""
     mask = visible_mask(nq, nk, causal=causal, window=window)
     rows = 0
-    for m0 in range(0, nq, block_m):
-        tile = mask[m0 : m0 + block_m]
-        visited = [n0 for n0 in range(0, nk, block_n) if tile[:, n0 : n0 + block_n].any()]
+    for i0 in range(0, nq, block_m):
+        tile = mask[i0 : i0 + block_m]
+        visited = [j0 for j0 in range(0, nk, block_n) if tile[:, j0 : j0 + block_n].any()]
         if causal:
-            p_first, p_last = m0 + nk - nq, m0 + block_m - 1 + nk - nq
-            first_key = 0 if window is None else max(0, p_first - window + 1)
-            last_key = min(nk - 1, p_last)
+            pos_first, pos_last = i0 + nk - nq, i0 + block_m - 1 + nk - nq
+            first_key = 0 if window is None else max(0, pos_first - window + 1)
+            last_key = min(nk - 1, pos_last)
             rule = list(range(first_key // block_n * block_n, last_key + 1, block_n))
-            assert visited == rule, (m0, visited, rule)
-        rows += sum(min(block_n, nk - n0) for n0 in visited)
+            assert visited == rule, (i0, visited, rule)
+        rows += sum(min(block_n, nk - j0) for j0 in visited)
     return rows
 
 
@@ -70,8 +70,8 @@ def test_no_reuse_intensity_approaches_the_tile_height():
     for block_m in (64, 128):
         flops = attention_flops(1, 1, n, n, d)
         intensity = flops / flash_attention_bytes(1, 1, 1, n, n, d, block_m=block_m, lse=False)
-        assert intensity == pytest.approx(2 * n / (2 * (1 + n / block_m)))  # 2N / (e (1 + T_q))
-        assert 0.99 * block_m < intensity < block_m  # -> 2 B_M / e = B_M in fp16
+        assert intensity == pytest.approx(2 * n / (2 * (1 + n / block_m)))  # 2N / (E (1 + T_q))
+        assert 0.99 * block_m < intensity < block_m  # -> 2 B_M / E = B_M in fp16
 
 
 def test_lse_adds_four_bytes_per_query_row():

@@ -12,6 +12,7 @@ from minimodel.roofline import (
     attention_min_bytes,
     kv_cache_bytes,
     mla_cache_bytes,
+    mla_decode_bytes,
     mla_decode_flops,
 )
 
@@ -47,6 +48,19 @@ def test_mla_cache_and_intensity_for_deepseek_v2_sizes():
     assert intensity > HARDWARE["H200"].ridge
 
 
+def test_mla_decode_bytes_on_the_compulsory_basis():
+    b, h, n = 64, 128, 4096
+    cache = mla_cache_bytes(1, 512, 64, n, batch=b)
+    assert mla_decode_bytes(b, h, n, 512, 64) == cache + 2 * b * h * (576 + 512)
+    # Without the RoPE key, MLA is MQA over d_c-wide latents whose one cached row serves as both
+    # key and value: attention_min_bytes' count, less the second (value) read of the cache.
+    assert (mla_decode_bytes(b, h, n, 512, 0)
+            == attention_min_bytes(b, h, 1, 1, n, 512) - 2 * b * n * 512)
+    intensity = mla_decode_flops(b, h, n, 512, 64) / mla_decode_bytes(b, h, n, 512, 64)
+    assert intensity == pytest.approx(228.3, abs=0.05)  # cache only: 241.8
+
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
@@ -54,6 +68,8 @@ def test_mla_cache_and_intensity_for_deepseek_v2_sizes():
         (lambda: kv_cache_bytes(1, 1, 8, -1), r"tokens must be a non-negative int, got -1"),
         (lambda: mla_cache_bytes(1, 512, -64, 4), r"rope_dim must be a non-negative int"),
         (lambda: mla_decode_flops(1, 128, 0, 512, 64), r"nk must be a positive int, got 0"),
+        (lambda: mla_decode_bytes(1, 0, 8, 512, 64), r"n_heads must be a positive int, got 0"),
+        (lambda: mla_decode_bytes(1, 8, 8, 512, 64, elem_bytes=0), r"elem_bytes must be"),
     ],
 )
 def test_bad_input_raises(call, match):

@@ -82,7 +82,7 @@ def _attn_fwd(
     shift = n_k - n_q  # query i stands at key position pos_i = i + shift
 
     # The key range [lo, hi) this tile visits, and inside it the interior [full_lo, full_hi)
-    # where every pair is visible to every row. All run boundaries but hi are tile-aligned.
+    # where every pair is visible to every row. Every run boundary is tile-aligned or equal to hi.
     lo = 0
     full_lo = 0
     hi = n_k

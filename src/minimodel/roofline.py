@@ -18,16 +18,17 @@ import torch
 from minimodel.reference import check_mask_args
 
 __all__ = [
-    "HARDWARE", "Ceilings", "LayerCosts", "RooflinePoint", "arithmetic_intensity",
-    "attention_flops", "attention_min_bytes", "decoder_layer_costs", "flash_attention_bytes",
-    "kv_cache_bytes", "measure_ceilings", "mla_cache_bytes", "mla_decode_flops",
+    "HARDWARE", "MUFU_EXP2_PER_CLOCK", "Ceilings", "LayerCosts", "RooflinePoint",
+    "arithmetic_intensity", "attention_flops", "attention_min_bytes", "decoder_layer_costs",
+    "exp_roof", "flash_attention_bytes", "kv_cache_bytes", "measure_ceilings",
+    "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops", "mufu_rate",
     "naive_attention_bytes", "plot_roofline", "visible_pairs",
 ]
 
 # ~/~ begin <<docs/theory/00-motivation.md#roofline-ceilings>>[init]
 @dataclass(frozen=True)
 class Ceilings:
-    """The two roofs of one device, plus the on-chip sizes that tile choices depend on."""
+    """The roofs of one device, plus the on-chip sizes that tile choices depend on."""
 
     name: str
     peak_flops: float  # pi, FLOP/s (dense fp16/bf16 matrix rate, or a measured matmul)
@@ -35,6 +36,10 @@ class Ceilings:
     l2_bytes: int | None = None
     smem_per_sm_bytes: int | None = None
     source: str = ""
+    exp_rate: float | None = None  # R_exp, exp2 per second of the special-function units
+    sm_count: int | None = None
+    clock_hz: float | None = None  # the SM clock that exp_rate assumes
+    measured: bool = False  # measured on a device rather than read off a datasheet
 
     def __post_init__(self):
         if not (self.peak_flops > 0 and self.bandwidth > 0):
@@ -42,46 +47,33 @@ class Ceilings:
                 f"ceilings must be positive, got peak_flops={self.peak_flops}, "
                 f"bandwidth={self.bandwidth}"
             )
+        for field, value in (("exp_rate", self.exp_rate), ("clock_hz", self.clock_hz)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{field} must be positive or None, got {value}")
+        if self.sm_count is not None:
+            _check_positive(sm_count=self.sm_count)
 
     @property
     def ridge(self) -> float:
         """I* = pi / beta: the intensity (FLOP/byte) where the two roofs meet."""
         return self.peak_flops / self.bandwidth
 
-    def attainable(self, intensity: float) -> float:
-        """min(pi, I * beta): the best rate a kernel of intensity I can reach."""
+    def attention_roof(self, head_dim: int, *, overlapped: bool = False) -> float:
+        """The compute roof of attention at head dim d: pi lowered by the exponentials."""
+        if self.exp_rate is None:
+            raise ValueError(f"{self.name!r} has no exponential rate (exp_rate=None)")
+        return exp_roof(head_dim, self.peak_flops, self.exp_rate, overlapped=overlapped)
+
+    def attainable(
+        self, intensity: float, *, head_dim: int | None = None, overlapped: bool = False
+    ) -> float:
+        """min(pi, I * beta): the best rate a kernel of intensity I can reach. With head_dim,
+        attention's exponential roof replaces pi."""
         if not intensity > 0:
             raise ValueError(f"intensity must be positive, got {intensity}")
-        return min(self.peak_flops, intensity * self.bandwidth)
-# ~/~ end
-
-
-# ~/~ begin <<docs/theory/00-motivation.md#roofline-hardware>>[init]
-KiB, MiB = 2**10, 2**20
-
-HARDWARE: dict[str, Ceilings] = {
-    "H200": Ceilings(
-        "H200 SXM", peak_flops=989.4e12, bandwidth=4.8e12, l2_bytes=60 * MiB,
-        smem_per_sm_bytes=228 * KiB,
-        source="NVIDIA H200 datasheet (dense FP16/BF16 tensor core, HBM3e); L2 as reported by "
-        "torch.cuda.get_device_properties on our H200; shared memory per SM from the CUDA C++ "
-        "programming guide, compute capability 9.0 (227 KiB usable by one block)",
-    ),
-    "H100": Ceilings(
-        "H100 SXM", peak_flops=989.4e12, bandwidth=3.35e12, l2_bytes=50 * MiB,
-        smem_per_sm_bytes=228 * KiB,
-        source="NVIDIA H100 datasheet (SXM5, dense FP16/BF16 tensor core, HBM3); L2 from the "
-        "Hopper architecture whitepaper; shared memory per SM from the CUDA C++ programming "
-        "guide, compute capability 9.0",
-    ),
-    "A100": Ceilings(
-        "A100 SXM 80GB", peak_flops=312e12, bandwidth=2.039e12, l2_bytes=40 * MiB,
-        smem_per_sm_bytes=164 * KiB,
-        source="NVIDIA A100 datasheet (SXM 80GB, dense FP16/BF16 tensor core, HBM2e); L2 from "
-        "the Ampere architecture whitepaper; shared memory per SM from the CUDA C++ programming "
-        "guide, compute capability 8.0 (163 KiB usable by one block)",
-    ),
-}
+        roof = (self.peak_flops if head_dim is None
+                else self.attention_roof(head_dim, overlapped=overlapped))
+        return min(roof, intensity * self.bandwidth)
 # ~/~ end
 
 
@@ -143,23 +135,25 @@ def measure_ceilings(
         bandwidth=2 * src.nbytes / copy_s,  # read + write
         l2_bytes=getattr(props, "L2_cache_size", None),
         smem_per_sm_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
+        sm_count=getattr(props, "multi_processor_count", None),
         source=f"measure_ceilings: {n}^3 {dtype} matmul, {src.nbytes} B copy, median of {reps}",
+        measured=True,
     )
 # ~/~ end
 
 
 # ~/~ begin <<docs/theory/00-motivation.md#roofline-flops>>[init]
 def visible_pairs(nq: int, nk: int, *, causal: bool = False, window: int | None = None) -> int:
-    """|V|: how many (query, key) pairs are visible, with the reference's bottom-right alignment."""
+    """|V| = sum_i |V(i)|: the visible (query, key) pairs, masks aligned bottom-right."""
     check_mask_args(causal, window)
     _check_positive(nq=nq, nk=nk)
     if not causal:
         return nq * nk
     total = 0
     for i in range(nq):
-        p = i + nk - nq  # query i stands at key position p
-        lo = 0 if window is None else max(0, p - window + 1)
-        total += max(0, min(p, nk - 1) - lo + 1)
+        pos = i + nk - nq  # query i stands at key position pos_i
+        lo = 0 if window is None else max(0, pos - window + 1)
+        total += max(0, min(pos, nk - 1) - lo + 1)
     return total
 
 
@@ -191,7 +185,7 @@ def attention_min_bytes(
 
 
 def arithmetic_intensity(flops: float, nbytes: float) -> float:
-    """I = F / Q in FLOP per byte."""
+    """I = F / bytes moved, in FLOP per byte."""
     if not (flops >= 0 and nbytes > 0):
         raise ValueError(f"need flops >= 0 and nbytes > 0, got flops={flops}, nbytes={nbytes}")
     return flops / nbytes
@@ -207,6 +201,78 @@ def _check_nonnegative(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-exp>>[init]
+MUFU_EXP2_PER_CLOCK = 16  # exp2 per clock per SM, compute capability 8.0 and 9.0
+
+
+def mufu_rate(sm_count: int, clock_hz: float, per_clock: int = MUFU_EXP2_PER_CLOCK) -> float:
+    """R_exp = SMs x exp2 per clock per SM x clock: the special-function units' exp2 per second."""
+    _check_positive(sm_count=sm_count, per_clock=per_clock)
+    if not clock_hz > 0:
+        raise ValueError(f"clock_hz must be positive, got {clock_hz}")
+    return sm_count * per_clock * clock_hz
+
+
+def exp_roof(
+    head_dim: int, peak_flops: float, exp_rate: float, *, overlapped: bool = False
+) -> float:
+    """Attention's compute roof when each visible score costs 4d matmul FLOPs and one exp2.
+
+    Not overlapped (exponentials and matrix products take turns): 4d / (4d / pi + 1 / R_exp).
+    Overlapped perfectly: min(pi, 4d * R_exp), the slower of the two units.
+    """
+    _check_positive(head_dim=head_dim)
+    if not (peak_flops > 0 and exp_rate > 0):
+        raise ValueError(
+            f"need peak_flops > 0 and exp_rate > 0, got peak_flops={peak_flops}, "
+            f"exp_rate={exp_rate}"
+        )
+    flops_per_exp = 4 * head_dim
+    if overlapped:
+        return min(peak_flops, flops_per_exp * exp_rate)
+    return flops_per_exp / (flops_per_exp / peak_flops + 1 / exp_rate)
+# ~/~ end
+
+
+# ~/~ begin <<docs/theory/00-motivation.md#roofline-hardware>>[init]
+KiB, MiB = 2**10, 2**20
+
+# The datasheets' dense tensor rates are SMs x tensor FLOPs per clock per SM (4096 on Hopper, 2048
+# on Ampere) x the boost clock they assume (H100 whitepaper, table 3); the exponential rates use
+# the same clock, so each entry's two compute roofs belong to one operating point.
+HARDWARE: dict[str, Ceilings] = {
+    "H200": Ceilings(
+        "H200 SXM", peak_flops=989.4e12, bandwidth=4.8e12, l2_bytes=60 * MiB,
+        smem_per_sm_bytes=228 * KiB, sm_count=132, clock_hz=1.83e9,
+        exp_rate=mufu_rate(132, 1.83e9),
+        source="NVIDIA H200 datasheet (dense FP16/BF16 tensor core, HBM3e); L2 and SM count as "
+        "reported by torch.cuda.get_device_properties on our H200; shared memory per SM from "
+        "the CUDA C++ programming guide, compute capability 9.0 (227 KiB usable by one block); "
+        "exp2 rate = SMs x 16 per clock (programming guide, arithmetic instructions) x 1.83 GHz, "
+        "the clock of the tensor rate (132 x 4096 FLOP x 1.83 GHz = 989.4 TFLOP/s)",
+    ),
+    "H100": Ceilings(
+        "H100 SXM", peak_flops=989.4e12, bandwidth=3.35e12, l2_bytes=50 * MiB,
+        smem_per_sm_bytes=228 * KiB, sm_count=132, clock_hz=1.83e9,
+        exp_rate=mufu_rate(132, 1.83e9),
+        source="NVIDIA H100 datasheet (SXM5, dense FP16/BF16 tensor core, HBM3); L2, SM count "
+        "and tensor-core clock from the Hopper architecture whitepaper; shared memory per SM "
+        "from the CUDA C++ programming guide, compute capability 9.0; exp2 rate = SMs x 16 per "
+        "clock x 1.83 GHz",
+    ),
+    "A100": Ceilings(
+        "A100 SXM 80GB", peak_flops=312e12, bandwidth=2.039e12, l2_bytes=40 * MiB,
+        smem_per_sm_bytes=164 * KiB, sm_count=108, clock_hz=1.41e9,
+        exp_rate=mufu_rate(108, 1.41e9),
+        source="NVIDIA A100 datasheet (SXM 80GB, dense FP16/BF16 tensor core, HBM2e); L2, SM "
+        "count and boost clock from the Ampere architecture whitepaper; shared memory per SM "
+        "from the CUDA C++ programming guide, compute capability 8.0 (163 KiB usable by one "
+        "block); exp2 rate = SMs x 16 per clock x 1.41 GHz",
+    ),
+}
 # ~/~ end
 
 
@@ -237,21 +303,21 @@ def flash_attention_bytes(
         _check_positive(block_n=block_n)
     elif causal:
         raise ValueError("causal=True needs block_n: which key tiles are visited depends on it")
-    kv_rows = sum(_flash_key_rows(m0, nq, nk, block_m, block_n, causal, window)
-                  for m0 in range(0, nq, block_m))  # summed over the query tiles of one head
+    kv_rows = sum(_flash_key_rows(i0, nq, nk, block_m, block_n, causal, window)
+                  for i0 in range(0, nq, block_m))  # summed over the query tiles of one head
     per_head = elem_bytes * (2 * nq * d + 2 * kv_rows * d) + (4 * nq if lse else 0)
     return b * hq * per_head
 
 
-def _flash_key_rows(m0: int, nq: int, nk: int, block_m: int, block_n: int | None, causal: bool,
+def _flash_key_rows(i0: int, nq: int, nk: int, block_m: int, block_n: int | None, causal: bool,
                     window: int | None) -> int:
-    """Key rows that the query tile starting at row m0 loads: Lab 02's [lo, hi), in whole tiles."""
+    """Key rows that the query tile starting at row i0 loads: Lab 02's [lo, hi), in whole tiles."""
     if not causal:
         return nk
-    shift = nk - nq  # query i stands at key position p_i = i + shift
-    p_first, p_last = m0 + shift, m0 + block_m - 1 + shift
-    hi = max(min(nk, p_last + 1), 0)  # keys past p_last: invisible to the whole tile
-    lo = 0 if window is None else max(0, p_first - window + 1) // block_n * block_n
+    shift = nk - nq  # query i stands at key position pos_i = i + shift
+    pos_first, pos_last = i0 + shift, i0 + block_m - 1 + shift
+    hi = max(min(nk, pos_last + 1), 0)  # keys past pos_last: invisible to the whole tile
+    lo = 0 if window is None else max(0, pos_first - window + 1) // block_n * block_n
     if hi <= lo:
         return 0  # every row of the tile sees nothing (Nq > Nk): Q read, zeros written
     tiles = -(-(hi - lo) // block_n)  # the last tile is loaded whole, cut only at nk
@@ -311,7 +377,7 @@ def mla_cache_bytes(
     n_layers: int, latent_dim: int, rope_dim: int, tokens: int, *, batch: int = 1,
     elem_bytes: int = 2,
 ) -> int:
-    """MLA's cache: one latent c_t (latent_dim) and one shared RoPE key (rope_dim) a token/layer."""
+    """MLA's cache: one latent c_j (latent_dim) and one shared RoPE key (rope_dim) a token/layer."""
     _check_positive(n_layers=n_layers, latent_dim=latent_dim, batch=batch, elem_bytes=elem_bytes)
     _check_nonnegative(rope_dim=rope_dim, tokens=tokens)
     return n_layers * (latent_dim + rope_dim) * elem_bytes * tokens * batch
@@ -323,6 +389,18 @@ def mla_decode_flops(b: int, n_heads: int, nk: int, latent_dim: int, rope_dim: i
     _check_positive(b=b, n_heads=n_heads, nk=nk, latent_dim=latent_dim)
     _check_nonnegative(rope_dim=rope_dim)
     return b * n_heads * nk * (2 * (latent_dim + rope_dim) + 2 * latent_dim)
+
+
+def mla_decode_bytes(
+    b: int, n_heads: int, nk: int, latent_dim: int, rope_dim: int, *, elem_bytes: int = 2
+) -> int:
+    """Compulsory bytes of one MLA decode step of one layer, on attention_min_bytes' basis:
+    every head's absorbed query (d_c + d_R) read once, the nk cached latents and RoPE keys read
+    once, every head's output in latent space (d_c, before W^UV) written once."""
+    _check_positive(b=b, n_heads=n_heads, nk=nk, latent_dim=latent_dim, elem_bytes=elem_bytes)
+    _check_nonnegative(rope_dim=rope_dim)
+    queries, outputs = n_heads * (latent_dim + rope_dim), n_heads * latent_dim
+    return elem_bytes * b * (queries + nk * (latent_dim + rope_dim) + outputs)
 # ~/~ end
 
 
@@ -336,16 +414,28 @@ class RooflinePoint:
     flops_per_s: float | None = None  # None: drawn at the attainable rate (a prediction)
 
 
+# One colour per kind of roof in every figure: datasheet roofs blue, measured roofs orange (a
+# second roof of the same kind takes the next colour of its tuple); points red.
+ROOF_COLORS = {False: ("C0", "C4", "C8"), True: ("C1", "C5", "C9")}
+POINT_COLOR = "C3"
+LabelBox = tuple[str, tuple[float, float, float, float]]  # a label and its (x0, y0, x1, y1) px
+
+
 def plot_roofline(
     ceilings: Sequence[Ceilings],
     points: Sequence[RooflinePoint],
     path: str | Path,
     *,
     title: str | None = None,
-) -> None:
+    head_dim: int | None = None,
+) -> list[LabelBox]:
     """Draw one roof per entry of `ceilings` and the labelled points; save to `path` (.svg/.png).
 
-    Predicted points (no measured rate) sit on the first roof, hollow; measured ones are filled.
+    Datasheet roofs are blue and measured ones (Ceilings.measured) orange. With head_dim, every
+    ceiling that has an exp_rate also gets its exponential roof, dashed: the cap of a kernel
+    that does not overlap its exponentials with its matrix products. Predicted points (no
+    measured rate) sit hollow on the first ceiling's min(pi, I beta); measured ones are filled.
+    Returns the label boxes in pixels (see _place_labels), so that a caller can check them.
     """
     import matplotlib
 
@@ -354,25 +444,97 @@ def plot_roofline(
 
     if not ceilings:
         raise ValueError("plot_roofline needs at least one Ceilings")
+    if head_dim is not None:
+        _check_positive(head_dim=head_dim)
     plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: regenerated figures diff cleanly
     intensities = [p.intensity for p in points] + [c.ridge for c in ceilings]
     lo, hi = min(intensities) / 4, max(intensities) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(7, 5))
+    drawn = {False: 0, True: 0}
     for c in ceilings:
-        ax.plot(xs, [c.attainable(x) / 1e12 for x in xs], label=c.name)
+        palette = ROOF_COLORS[c.measured]
+        color = palette[drawn[c.measured] % len(palette)]
+        drawn[c.measured] += 1
+        ax.plot(xs, [c.attainable(x) / 1e12 for x in xs], color=color, label=c.name)
+        if head_dim is not None and c.exp_rate is not None:
+            roof = c.attention_roof(head_dim)
+            flat = [x for x in xs if x * c.bandwidth >= roof]
+            ax.plot(flat, [roof / 1e12] * len(flat), "--", color=color, lw=1.2,
+                    label=f"{c.name}: exp2 not overlapped, d={head_dim}")
+    anchors = []
     for p in points:
-        y = p.flops_per_s if p.flops_per_s is not None else ceilings[0].attainable(p.intensity)
-        face = "C3" if p.flops_per_s is not None else "none"
-        ax.plot(p.intensity, y / 1e12, "o", markerfacecolor=face, markeredgecolor="C3")
-        ax.annotate(p.label, (p.intensity, y / 1e12), textcoords="offset points", xytext=(6, -12),
-                    fontsize=8)
-    ax.set(xscale="log", yscale="log", xlabel="arithmetic intensity (FLOP/byte)",
-           ylabel="TFLOP/s", title=title or "")
+        rate = p.flops_per_s if p.flops_per_s is not None else ceilings[0].attainable(p.intensity)
+        face = POINT_COLOR if p.flops_per_s is not None else "none"
+        ax.plot(p.intensity, rate / 1e12, "o", markerfacecolor=face, markeredgecolor=POINT_COLOR)
+        anchors.append((p.intensity, rate / 1e12))
+    bottom = min([y for _, y in anchors] + [lo * c.bandwidth / 1e12 for c in ceilings]) / 3
+    top = max(c.peak_flops for c in ceilings) / 1e12 * 1.8
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(bottom, top),
+           xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title or "")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
+              frameon=False)  # below the axes, where it hides no roof and no point
+    fig.tight_layout()  # before the labels: it moves the axes, and the labels are placed in pixels
+    boxes = _place_labels(ax, anchors, [p.label for p in points])
     fig.savefig(path, metadata={"Date": None} if str(path).endswith(".svg") else None)
     plt.close(fig)
+    return boxes
+
+
+# Candidate label offsets in points, nearest first: a ring around the marker, then rings further
+# out (ring > 0), which get a leader line back to their point.
+_LABEL_OFFSETS = [(0, (7, 0)), (0, (6, 6)), (0, (6, -6)), (0, (-7, 0)), (0, (-6, 6)),
+                  (0, (-6, -6)), (0, (0, 9)), (0, (0, -9))] + [
+    (ring, (r * dx, r * dy)) for ring, r in enumerate((18, 30, 44, 60), start=1)
+    for dx, dy in ((1, 0), (0.7, 0.7), (0.7, -0.7), (-1, 0), (-0.7, 0.7), (-0.7, -0.7), (0, 1),
+                   (0, -1))]
+
+
+def _boxes_overlap(a, b, pad: float = 0.5) -> bool:
+    return a.x0 < b.x1 - pad and b.x0 < a.x1 - pad and a.y0 < b.y1 - pad and b.y0 < a.y1 - pad
+
+
+def _place_labels(ax, anchors: list[tuple[float, float]], labels: list[str]) -> list[LabelBox]:
+    """Label each point where its text stays inside the axes and overlaps no other label, no
+    marker and not the legend; among such places prefer near ones that cross no drawn line."""
+    from matplotlib.transforms import Bbox
+
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    legend = ax.get_legend()
+    blocked = [legend.get_window_extent(renderer)] if legend is not None else []
+    blocked += [Bbox.from_bounds(x - 5, y - 5, 10, 10) for x, y in ax.transData.transform(anchors)]
+    curves = [ax.transData.transform(line.get_xydata()) for line in ax.get_lines()
+              if line.get_linestyle() not in ("None", "none", "")]
+    placed: list[tuple[str, Bbox]] = []
+    for (x, y), text in zip(anchors, labels, strict=True):
+        if not text:
+            continue
+        best = None
+        for ring, (dx, dy) in _LABEL_OFFSETS:
+            ann = ax.annotate(
+                text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=8,
+                ha="left" if dx > 0 else "right" if dx < 0 else "center",
+                va="bottom" if dy > 0 else "top" if dy < 0 else "center",
+                arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6, "shrinkB": 4}
+                if ring else None)
+            box = ann.get_window_extent(renderer)
+            inside = (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
+                      and box.y1 <= frame.y1)
+            clashes = sum(_boxes_overlap(box, b) for b in blocked + [b for _, b in placed])
+            crossed = sum(any(box.x0 <= px <= box.x1 and box.y0 <= py <= box.y1
+                              for px, py in curve) for curve in curves)
+            score = (not inside, clashes, crossed + ring)
+            if best is None or score < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (score, ann, box)
+            else:
+                ann.remove()
+            if score == (False, 0, 0):
+                break
+        placed.append((text, best[2]))
+    return [(text, (float(b.x0), float(b.y0), float(b.x1), float(b.y1))) for text, b in placed]
 # ~/~ end
 # ~/~ end
