@@ -118,8 +118,10 @@ def test_minigpt_prefill_and_decode_on_the_kernel():
     with torch.no_grad():
         expected = model(tokens)  # one pass, attention_ref
         cache = KVCache(config, batch=1, device=DEVICE)
-        steps = [model(tokens[:, :48], cache, attn=flash_attention)]
-        steps += [model(tokens[:, i : i + 1], cache, attn=flash_attention) for i in range(48, 64)]
+        steps = [model(tokens[:, :48], torch.arange(48, device=DEVICE)[None], cache,
+                       attn=flash_attention)]
+        steps += [model(tokens[:, i : i + 1], torch.tensor([[i]], device=DEVICE), cache,
+                        attn=flash_attention) for i in range(48, 64)]
     torch.testing.assert_close(torch.cat(steps, dim=1), expected, atol=1e-4, rtol=1e-4)
 # ~/~ end
 

@@ -8,6 +8,11 @@ from minimodel.minigpt import KVCache, MiniGPT, MiniGPTConfig
 
 
 # ~/~ begin <<docs/foundations.md#minigpt-check>>[init]
+def at(start: int, n: int, rows: int = 1) -> torch.Tensor:
+    """Positions start ... start + n - 1 in each of `rows` rows."""
+    return torch.arange(start, start + n).expand(rows, n)
+
+
 @pytest.mark.parametrize("n_kv_heads", [4, 2, 1])
 def test_prefill_then_decode_matches_full_forward(n_kv_heads):
     torch.manual_seed(0)
@@ -17,32 +22,84 @@ def test_prefill_then_decode_matches_full_forward(n_kv_heads):
     full = model(tokens)
 
     cache = KVCache(config, batch=2, dtype=torch.float64)
-    steps = [model(tokens[:, :12], cache)]  # prefill 12 tokens
-    steps += [model(tokens[:, i : i + 1], cache) for i in range(12, 20)]  # decode 8 tokens
+    steps = [model(tokens[:, :12], at(0, 12, 2), cache)]  # prefill 12 tokens
+    steps += [model(tokens[:, i : i + 1], at(i, 1, 2), cache) for i in range(12, 20)]  # decode 8
     torch.testing.assert_close(torch.cat(steps, dim=1), full)
-    assert cache.length == 20
+    assert cache.lengths == [20, 20]
+
+
+def test_rows_of_different_lengths_decode_together():
+    # Row 1 arrives two steps later with a shorter prompt; then both decode in one batch.
+    torch.manual_seed(0)
+    config = MiniGPTConfig(vocab_size=50, max_seq_len=32, n_kv_heads=2)
+    model = MiniGPT(config).double().eval()
+    a, b = torch.randint(0, 50, (1, 16)), torch.randint(0, 50, (1, 9))
+    cache = KVCache(config, batch=2, dtype=torch.float64)
+    out_a = [model(a[:, :9], at(0, 9), cache.select([0]))]
+    out_a += [model(a[:, i : i + 1], at(i, 1), cache.select([0])) for i in (9, 10)]
+    out_b = [model(b[:, :4], at(0, 4), cache.select([1]))]
+    for step in range(5):  # a at 11 ... 15, b at 4 ... 8
+        tokens = torch.stack([a[:, 11 + step], b[:, 4 + step]])
+        logits = model(tokens, torch.tensor([[11 + step], [4 + step]]), cache)
+        out_a.append(logits[:1])
+        out_b.append(logits[1:])
+    torch.testing.assert_close(torch.cat(out_a, dim=1), model(a))
+    torch.testing.assert_close(torch.cat(out_b, dim=1), model(b))
+    assert cache.lengths == [16, 9]
+
+
+@pytest.mark.parametrize("window", [1, 3, 8])
+def test_window_through_the_cache_matches_one_pass(window):
+    torch.manual_seed(0)
+    config = MiniGPTConfig(vocab_size=50, max_seq_len=32, n_kv_heads=2, window=window)
+    model = MiniGPT(config).double().eval()
+    tokens = torch.randint(0, 50, (1, 20))
+    cache = KVCache(config, batch=1, dtype=torch.float64)
+    steps = [model(tokens[:, :10], at(0, 10), cache)]
+    steps += [model(tokens[:, i : i + 1], at(i, 1), cache) for i in range(10, 20)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), model(tokens))  # attention_ref's window
+    narrow = MiniGPT(MiniGPTConfig(vocab_size=50, max_seq_len=32, n_kv_heads=2))
+    narrow.load_state_dict(model.state_dict())  # same weights, no window
+    assert not torch.allclose(model(tokens), narrow.double()(tokens))  # the window matters
 
 
 def test_cache_bytes_follow_the_formula():
     config = MiniGPTConfig(vocab_size=10, max_seq_len=64, n_layers=3, n_kv_heads=2)
-    cache = KVCache(config, batch=1, dtype=torch.float16)
-    # 2 (K and V) * L * Hkv * d * N * 2 bytes
-    assert cache.nbytes(64) == 2 * 3 * 2 * config.head_dim * 64 * 2
+    cache = KVCache(config, batch=2, dtype=torch.float16)
+    # 2 (K and V) * L * Hkv * d * N * 2 bytes, for each of the B = 2 rows
+    assert cache.nbytes(64) == 2 * 3 * 2 * config.head_dim * 64 * 2 * 2
+    stored = KVCache(config, batch=2)  # float32: 4 bytes
+    MiniGPT(config)(torch.zeros(1, 5, dtype=torch.long), at(0, 5), stored.select([1]))
+    assert stored.lengths == [0, 5] and stored.nbytes() == 2 * 3 * 2 * config.head_dim * 5 * 4
 
 
-def test_cache_overflow_and_bad_config_raise():
+def test_bad_positions_caches_and_configs_raise():
     config = MiniGPTConfig(vocab_size=10, max_seq_len=8)
     model, cache = MiniGPT(config), KVCache(config, batch=1)
-    model(torch.zeros(1, 8, dtype=torch.long), cache)
-    with pytest.raises(ValueError, match=r"exceeds max_seq_len=8"):
-        model(torch.zeros(1, 1, dtype=torch.long), cache)
-    with pytest.raises(ValueError, match=r"n_heads=4 must be a multiple of n_kv_heads=3"):
-        MiniGPTConfig(vocab_size=10, n_kv_heads=3)
-    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 10\)"):
-        MiniGPT(config)(torch.tensor([[10]]))
-    with pytest.raises(ValueError, match=r"advance needs 0 <= n <= 0 \(free slots\), got 1"):
-        cache.advance(1)
-    with pytest.raises(ValueError, match=r"tokens must be a non-negative int, got -5"):
-        cache.nbytes(-5)
+    zeros = torch.zeros(1, 2, dtype=torch.long)
+    for call, match in [
+        (lambda: model(zeros, at(1, 2), cache), r"cache row 0 holds 0 tokens: its next position "
+                                                r"is 0, got 1"),
+        (lambda: model(zeros, torch.tensor([[0, 2]]), cache), r"count up by one"),
+        (lambda: model(zeros, at(1, 2)), r"without a cache there are no earlier keys"),
+        (lambda: model(zeros, None, cache), r"with a cache, give the positions"),
+        (lambda: model(zeros, at(0, 2).int(), cache), r"positions must be int64"),
+        (lambda: model(zeros.expand(2, 2), at(0, 2, 2), cache), r"2 rows of tokens for 1"),
+        (lambda: model(zeros, at(7, 2)), r"position 8 is past max_seq_len=8"),
+        (lambda: cache.select([1]), r"rows must be distinct ints in \[0, 1\)"),
+        (lambda: model(zeros, at(0, 2), KVCache(MiniGPTConfig(vocab_size=10), batch=1)),
+         r"the cache was built for"),
+        (lambda: model(torch.tensor([[10]])), r"token ids must lie in \[0, 10\)"),
+        (lambda: MiniGPTConfig(vocab_size=10, n_kv_heads=3),
+         r"n_heads=4 must be a multiple of n_kv_heads=3"),
+        (lambda: MiniGPTConfig(vocab_size=10, window=0), r"window must be None or a positive int"),
+        (lambda: cache.nbytes(-5), r"tokens must be a non-negative int, got -5"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            call()
+    assert cache.lengths == [0]  # no failed pass changed the cache
+    model(torch.zeros(1, 8, dtype=torch.long), at(0, 8), cache)
+    with pytest.raises(ValueError, match=r"position 8 is past max_seq_len=8"):
+        model(torch.zeros(1, 1, dtype=torch.long), at(8, 1), cache)
 # ~/~ end
 # ~/~ end

@@ -1,18 +1,22 @@
 # ~/~ begin <<docs/foundations.md#src/minimodel/minigpt.py>>[init]
-"""MiniGPT: the small decoder whose attention this phase replaces, with a contiguous KV cache.
+"""MiniGPT: the small decoder whose attention this phase replaces, the cache interface it
+decodes through, and the contiguous KV cache.
 
 Tangled from docs/foundations.md; edit the page, not this file.
 """
 
-from collections.abc import Callable
+import copy
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 from torch import nn
 
 from minimodel.reference import attention_ref
 
-__all__ = ["Block", "CausalSelfAttention", "KVCache", "MiniGPT", "MiniGPTConfig"]
+__all__ = ["AttentionFn", "Block", "Cache", "CausalSelfAttention", "KVCache", "MiniGPT",
+           "MiniGPTConfig"]
 
 # ~/~ begin <<docs/foundations.md#minigpt-config>>[init]
 @dataclass(frozen=True)
@@ -26,6 +30,7 @@ class MiniGPTConfig:
     n_kv_heads: int = 4
     n_layers: int = 2
     mlp_ratio: int = 4
+    window: int | None = None  # W: each query sees its W most recent keys, itself included
 
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_kv_heads", "n_layers",
@@ -41,6 +46,9 @@ class MiniGPTConfig:
             raise ValueError(
                 f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}"
             )
+        w = self.window
+        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
+            raise ValueError(f"MiniGPTConfig.window must be None or a positive int, got {w!r}")
 
     @property
     def head_dim(self) -> int:
@@ -48,64 +56,110 @@ class MiniGPTConfig:
 # ~/~ end
 
 
+# ~/~ begin <<docs/foundations.md#minigpt-cache-interface>>[init]
+AttentionFn = Callable[..., torch.Tensor]
+
+
+class Cache(Protocol):
+    """What MiniGPT asks of a KV cache. Row r of a forward pass feeds sequence `rows[r]`."""
+
+    config: MiniGPTConfig  # the model's config: sizes, and the window W
+    rows: tuple[int, ...]  # which sequences the next forward pass feeds, one per row of tokens
+
+    def check_positions(self, positions: torch.Tensor) -> None:
+        """Raise ValueError unless positions (B, n) are the next n of each row's sequence."""
+
+    def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+               positions: torch.Tensor, attn: AttentionFn) -> torch.Tensor:
+        """Store the new k, v: (B, Hkv, n, d) of `layer` at `positions`; return, for
+        q: (B, Hq, n, d), `attn` over each row's keys so far (causal, the config's window):
+        (B, Hq, n, d)."""
+
+    def commit(self, positions: torch.Tensor) -> None:
+        """Every layer has stored these positions: each row's sequence now holds them."""
+# ~/~ end
+
+
 # ~/~ begin <<docs/foundations.md#minigpt-kv-cache>>[init]
 class KVCache:
-    """Per-layer K and V buffers of shape (B, Hkv, max_seq_len, d), filled left to right."""
+    """Contiguous cache: per-layer K and V buffers (B, Hkv, max_seq_len, d); row b holds one
+    sequence, filled left to right, with its own length."""
 
     def __init__(self, config: MiniGPTConfig, batch: int, *, dtype=torch.float32, device=None):
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
             raise ValueError(f"batch must be a positive int, got {batch!r}")
+        self.config = config
         shape = (config.n_layers, batch, config.n_kv_heads, config.max_seq_len, config.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.length = 0  # tokens stored, the same for every layer once a forward pass ends
+        self.lengths = [0] * batch  # tokens stored in each row (shared by every selection)
+        self.rows = tuple(range(batch))
 
     @property
     def capacity(self) -> int:
         return self.k.shape[3]
 
-    def append(
-        self, layer: int, k: torch.Tensor, v: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Store `k, v: (B, Hkv, n, d)` after the cached tokens; return all of them so far."""
-        start, n = self.length, k.shape[2]
-        if start + n > self.capacity:
-            raise ValueError(
-                f"KV cache overflow: {start} cached + {n} new tokens > max_seq_len={self.capacity}"
-            )
-        expected = (self.k.shape[1], self.k.shape[2], n, self.k.shape[4])
-        if k.shape != expected or v.shape != k.shape:
-            raise ValueError(
-                f"k, v must have shape (B, Hkv, n, d) = {expected}, "
-                f"got {tuple(k.shape)} and {tuple(v.shape)}"
-            )
-        self.k[layer, :, :, start : start + n] = k
-        self.v[layer, :, :, start : start + n] = v
-        return self.k[layer, :, :, : start + n], self.v[layer, :, :, : start + n]
+    def select(self, rows: Sequence[int]) -> "KVCache":
+        """The same cache (buffers and lengths shared), feeding only `rows` in the next pass."""
+        rows = tuple(rows)
+        batch = len(self.lengths)
+        bad = [r for r in rows if isinstance(r, bool) or not isinstance(r, int)
+               or not 0 <= r < batch]
+        if not rows or bad or len(set(rows)) != len(rows):
+            raise ValueError(f"rows must be distinct ints in [0, {batch}), got {rows}")
+        view = copy.copy(self)
+        view.rows = rows
+        return view
 
-    def advance(self, n: int) -> None:
-        """Commit n new tokens once every layer has appended them."""
-        free = self.capacity - self.length
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= free:
-            raise ValueError(f"advance needs 0 <= n <= {free} (free slots), got {n!r}")
-        self.length += n
+    def check_positions(self, positions: torch.Tensor) -> None:
+        if positions.shape[0] != len(self.rows):
+            raise ValueError(f"{positions.shape[0]} rows of tokens for {len(self.rows)} cache "
+                             f"rows {self.rows}")
+        for row, first, last in zip(self.rows, positions[:, 0].tolist(),
+                                    positions[:, -1].tolist(), strict=True):
+            if first != self.lengths[row]:
+                raise ValueError(f"cache row {row} holds {self.lengths[row]} tokens: its next "
+                                 f"position is {self.lengths[row]}, got {first}")
+            if last >= self.capacity:
+                raise ValueError(f"KV cache overflow: row {row} would hold {last + 1} tokens > "
+                                 f"max_seq_len={self.capacity}")
+
+    def attend(self, layer, q, k, v, positions, attn: AttentionFn = attention_ref):
+        n, w = q.shape[2], self.config.window
+        expected = (len(self.rows), self.k.shape[2], n, self.k.shape[4])
+        if k.shape != expected or v.shape != k.shape:
+            raise ValueError(f"k, v must have shape (B, Hkv, n, d) = {expected}, "
+                             f"got {tuple(k.shape)} and {tuple(v.shape)}")
+        starts = positions[:, 0].tolist()
+        for r, (row, s) in enumerate(zip(self.rows, starts, strict=True)):
+            self.k[layer, row, :, s : s + n] = k[r]
+            self.v[layer, row, :, s : s + n] = v[r]
+        out = []
+        for r, (row, s) in enumerate(zip(self.rows, starts, strict=True)):
+            lo = 0 if w is None else max(0, s - w + 1)  # older keys: out of every query's view
+            k_row = self.k[layer, row : row + 1, :, lo : s + n]
+            v_row = self.v[layer, row : row + 1, :, lo : s + n]
+            out.append(attn(q[r : r + 1], k_row, v_row, causal=True, window=w))
+        return torch.cat(out)
+
+    def commit(self, positions: torch.Tensor) -> None:
+        for row, last in zip(self.rows, positions[:, -1].tolist(), strict=True):
+            self.lengths[row] = last + 1
 
     def nbytes(self, tokens: int | None = None) -> int:
-        """Bytes that `tokens` cached tokens occupy (default: those stored now)."""
-        tokens = self.length if tokens is None else tokens
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        """Bytes that `tokens` tokens in every row occupy (default: the tokens stored now)."""
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
+                                   or tokens < 0):
             raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
-        per_token = 2 * self.k.shape[0] * self.k.shape[1] * self.k.shape[2] * self.k.shape[4]
-        return per_token * tokens * self.k.element_size()
+        stored = sum(self.lengths) if tokens is None else tokens * len(self.lengths)
+        per_token = 2 * self.k.shape[0] * self.k.shape[2] * self.k.shape[4]  # 2 L Hkv d
+        return per_token * stored * self.k.element_size()
 # ~/~ end
 
 
 # ~/~ begin <<docs/foundations.md#minigpt-attention>>[init]
-AttentionFn = Callable[..., torch.Tensor]
-
-
 class CausalSelfAttention(nn.Module):
-    """Multi-head (or grouped-query) causal self-attention over a KV cache."""
+    """Multi-head (or grouped-query) causal self-attention, through a KV cache or not."""
 
     def __init__(self, config: MiniGPTConfig, layer: int):
         super().__init__()
@@ -115,18 +169,18 @@ class CausalSelfAttention(nn.Module):
         self.wkv = nn.Linear(config.d_model, 2 * hkv * d, bias=False)
         self.wo = nn.Linear(h * d, config.d_model, bias=False)
 
-    def forward(
-        self, x: torch.Tensor, cache: KVCache | None = None, attn: AttentionFn = attention_ref
-    ) -> torch.Tensor:
-        """x: (B, n, d_model) new tokens -> (B, n, d_model)."""
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: Cache | None = None,
+                attn: AttentionFn = attention_ref) -> torch.Tensor:
+        """x: (B, n, d_model) new tokens at `positions` (B, n) -> (B, n, d_model)."""
         b, n, _ = x.shape
         c = self.config
         q = self.wq(x).view(b, n, c.n_heads, c.head_dim).transpose(1, 2)
         k, v = self.wkv(x).view(b, n, 2, c.n_kv_heads, c.head_dim).permute(2, 0, 3, 1, 4)
-        if cache is not None:
-            k, v = cache.append(self.layer, k, v)  # all cached tokens plus the new ones
-        o = attn(q, k, v, causal=True).to(x.dtype)  # bottom-right: new tokens see the cache
-        return self.wo(o.transpose(1, 2).reshape(b, n, c.n_heads * c.head_dim))
+        if cache is None:  # whole sequences: the new tokens are all the keys there are
+            o = attn(q, k, v, causal=True, window=c.window)
+        else:  # the cache stores k, v and attends over everything each row's sequence holds
+            o = cache.attend(self.layer, q, k, v, positions, attn)
+        return self.wo(o.to(x.dtype).transpose(1, 2).reshape(b, n, c.n_heads * c.head_dim))
 # ~/~ end
 
 
@@ -144,8 +198,8 @@ class Block(nn.Module):
             nn.Linear(config.d_model, hidden), nn.GELU(), nn.Linear(hidden, config.d_model)
         )
 
-    def forward(self, x, cache=None, attn: AttentionFn = attention_ref):
-        x = x + self.attn(self.norm1(x), cache, attn)
+    def forward(self, x, positions, cache=None, attn: AttentionFn = attention_ref):
+        x = x + self.attn(self.norm1(x), positions, cache, attn)
         return x + self.mlp(self.norm2(x))
 
 
@@ -161,26 +215,50 @@ class MiniGPT(nn.Module):
         self.norm = nn.LayerNorm(config.d_model)
 
     def forward(
-        self, tokens: torch.Tensor, cache: KVCache | None = None, attn: AttentionFn = attention_ref
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        *,
+        attn: AttentionFn = attention_ref,
     ) -> torch.Tensor:
-        """tokens: (B, n) int64 -> logits (B, n, vocab). With a cache, `tokens` are the next n."""
+        """tokens: (B, n) int64 at positions (B, n) int64 -> logits (B, n, vocab).
+
+        Without a cache each row is a whole sequence, positions 0 ... n-1 (the default). With a
+        cache, row r continues sequence `cache.rows[r]`: its positions are required, and are the
+        next n positions of that sequence; the tokens' keys and values are stored in the cache.
+        """
+        c = self.config
         if tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(
                 f"tokens must be (B, n) int64, got shape {tuple(tokens.shape)} {tokens.dtype}"
             )
-        start = 0 if cache is None else cache.length
-        n = tokens.shape[1]
-        if start + n > self.config.max_seq_len:
-            raise ValueError(
-                f"sequence of {start + n} tokens exceeds max_seq_len={self.config.max_seq_len}"
-            )
-        if tokens.min() < 0 or tokens.max() >= self.config.vocab_size:
-            raise ValueError(f"token ids must lie in [0, {self.config.vocab_size})")
-        x = self.tok(tokens) + self.pos(torch.arange(start, start + n, device=tokens.device))
-        for block in self.blocks:
-            x = block(x, cache, attn)
+        if tokens.min() < 0 or tokens.max() >= c.vocab_size:
+            raise ValueError(f"token ids must lie in [0, {c.vocab_size})")
+        b, n = tokens.shape
+        if positions is None:
+            if cache is not None:
+                raise ValueError("with a cache, give the positions (B, n) of the new tokens")
+            positions = torch.arange(n, device=tokens.device).expand(b, n)
+        if positions.shape != tokens.shape or positions.dtype != torch.long:
+            raise ValueError(f"positions must be int64 of the tokens' shape {(b, n)}, got "
+                             f"{tuple(positions.shape)} {positions.dtype}")
+        if (positions[:, 0] < 0).any() or (positions.diff(dim=1) != 1).any():
+            raise ValueError("positions must count up by one from a start >= 0 in every row")
+        if positions[:, -1].max() >= c.max_seq_len:
+            raise ValueError(f"position {positions[:, -1].max().item()} is past "
+                             f"max_seq_len={c.max_seq_len}")
+        if cache is None and (positions[:, 0] != 0).any():
+            raise ValueError("without a cache there are no earlier keys: positions start at 0")
         if cache is not None:
-            cache.advance(n)
+            if cache.config != c:
+                raise ValueError(f"the cache was built for {cache.config}, not for {c}")
+            cache.check_positions(positions)
+        x = self.tok(tokens) + self.pos(positions)
+        for block in self.blocks:
+            x = block(x, positions, cache, attn)
+        if cache is not None:
+            cache.commit(positions)
         return self.norm(x) @ self.tok.weight.T
 # ~/~ end
 # ~/~ end

@@ -1,0 +1,197 @@
+# ~/~ begin <<docs/lab/03-paged-attn-reading.md#tests/test_paged_kv_cache.py>>[init]
+"""Checks of the paged KV cache serving MiniGPT (tangled from docs/lab/03-paged-attn-reading.md)."""
+
+import pytest
+import torch
+
+from minimodel.minigpt import KVCache, MiniGPT, MiniGPTConfig
+from minimodel.paged_kv_cache import PagedKVCache
+from minimodel.verbs import corpus, tokenizer
+
+pytestmark = pytest.mark.lab("03")  # the task's tests: `make check-mine LAB=03` runs them
+
+# ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-check-serving>>[init]
+TOK = tokenizer()
+LINES = corpus().splitlines()
+CONFIG = MiniGPTConfig(vocab_size=TOK.vocab_size, max_seq_len=128, d_model=32, n_heads=4,
+                       n_kv_heads=2, n_layers=2)
+
+
+def make_model(config: MiniGPTConfig) -> MiniGPT:
+    torch.manual_seed(0)
+    return MiniGPT(config).double().eval()
+
+
+def decode_alone(model, prompt, n_new, first=None):
+    """Greedy decoding of one sequence through the contiguous cache: its generated tokens and
+    the logits row of every position it computed. `first` forces the first generated token."""
+    cache = KVCache(model.config, batch=1, dtype=torch.float64)
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt]), torch.arange(len(prompt))[None], cache)[0]
+        rows = dict(enumerate(logits))
+        token = int(logits[-1].argmax()) if first is None else first
+        generated = [token]
+        while len(generated) < n_new:
+            pos = len(prompt) + len(generated) - 1
+            rows[pos] = model(torch.tensor([[token]]), torch.tensor([[pos]]), cache)[0, 0]
+            token = int(rows[pos].argmax())
+            generated.append(token)
+    return generated, rows
+
+
+class Server:
+    """Greedy decoding of many sequences through one PagedKVCache: each arrival is prefilled
+    alone (its uncached tokens only), then every live sequence decodes one token per step, all
+    in one batch."""
+
+    def __init__(self, model, cache):
+        self.model, self.cache = model, cache
+        self.live, self.done = {}, {}
+        self.fed = 0  # tokens that entered the model
+
+        def count(module, args):
+            self.fed += args[0].numel()
+
+        model.register_forward_pre_hook(count)
+
+    def _new(self, seq_id, prompt, n_new, first, logits):
+        self.live[seq_id] = {"prompt": list(prompt), "tokens": list(prompt), "n_new": n_new,
+                             "first": first, "next": first, "generated": [], "logits": logits}
+
+    def arrive(self, seq_id, prompt, n_new):
+        cached = self.cache.allocate(seq_id, prompt)
+        with torch.no_grad():
+            logits = self.model(torch.tensor([prompt[cached:]]),
+                                torch.arange(cached, len(prompt))[None],
+                                self.cache.select([seq_id]))[0]
+        self._new(seq_id, prompt, n_new, None,
+                  dict(zip(range(cached, len(prompt)), logits, strict=True)))
+        self.live[seq_id]["next"] = int(logits[-1].argmax())
+        return cached
+
+    def fork(self, parent_id, child_id, n_new):
+        """The child starts from the parent's tokens with the runner-up of its next token."""
+        parent = self.live[parent_id]
+        first = int(parent["logits"][len(parent["tokens"]) - 1].argsort()[-2])
+        self.cache.fork(parent_id, child_id)
+        self._new(child_id, parent["tokens"], n_new, first, {})
+
+    def step(self):
+        fed = []
+        for seq_id, s in list(self.live.items()):
+            s["generated"].append(s["next"])
+            if len(s["generated"]) == s["n_new"]:
+                self.cache.free(seq_id)
+                self.done[seq_id] = self.live.pop(seq_id)
+                continue
+            self.cache.append_slot(seq_id, s["next"])
+            s["tokens"].append(s["next"])
+            fed.append(seq_id)
+        if not fed:
+            return
+        tokens = torch.tensor([[self.live[i]["tokens"][-1]] for i in fed])
+        positions = torch.tensor([[len(self.live[i]["tokens"]) - 1] for i in fed])
+        with torch.no_grad():
+            logits = self.model(tokens, positions, self.cache.select(fed))[:, 0]
+        for seq_id, row in zip(fed, logits, strict=True):
+            s = self.live[seq_id]
+            s["logits"][len(s["tokens"]) - 1] = row
+            s["next"] = int(row.argmax())
+
+
+def mismatches(model, seqs):
+    """The sequences whose tokens or logits differ from decoding them alone, contiguously."""
+    bad = {}
+    for seq_id, s in seqs.items():
+        generated, rows = decode_alone(model, s["prompt"], s["n_new"], s["first"])
+        if generated != s["generated"]:
+            bad[seq_id] = "tokens"
+            continue
+        for pos, row in s["logits"].items():
+            if not torch.allclose(row, rows[pos], atol=1e-6, rtol=1e-6):
+                bad[seq_id] = f"logits at position {pos}"
+                break
+    return bad
+
+
+SHARED = LINES[12] + "\n"  # a one-line prefix two requests share
+A, B, C, D, E, A2 = range(6)
+
+
+def serve_verbs(model, block_size=4, num_blocks=80):
+    """The scenario: arrivals, a fork fed another token, sequences finishing, two requests
+    sharing a cached prefix, one reusing the freed blocks of a finished request."""
+    cache = PagedKVCache(model.config, num_blocks, block_size, dtype=torch.float64,
+                         enable_prefix_caching=True)
+    server, enc = Server(model, cache), TOK.encode
+    server.arrive(A, enc(LINES[0][:13]), 12)
+    server.arrive(B, enc(LINES[3][:22]), 4)
+    server.step()
+    server.arrive(C, enc(SHARED + "comer pr"), 6)
+    server.step()
+    assert len(server.live[A]["tokens"]) % block_size != 0  # the fork shares a partial block
+    server.fork(A, A2, 6)
+    server.step()  # A and A2 write different tokens into what was one block
+    fed = server.fed
+    hits = {D: server.arrive(D, enc(SHARED + "vivir pre"), 5)}  # C is live: a hit
+    fed_d = server.fed - fed
+    while B in server.live:
+        server.step()
+    hits[E] = server.arrive(E, enc(LINES[3][:22]), 3)  # B's prompt; B's blocks are free
+    while server.live:
+        server.step()
+    return server, hits, fed_d
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-check-minigpt>>[init]
+def test_paged_serving_matches_decoding_each_alone():
+    model = make_model(CONFIG)
+    server, hits, fed_d = serve_verbs(model)
+    assert set(server.done) == {A, B, C, D, E, A2}
+    assert mismatches(model, server.done) == {}
+    shared = len(TOK.encode(SHARED + "comer pr")) - 8  # a common prefix of 92 tokens
+    assert hits[D] == shared // 4 * 4 == 92
+    assert fed_d == len(server.done[D]["prompt"]) - 92 == 9  # only the uncached tokens
+    assert hits[E] == (22 - 1) // 4 * 4  # a finished request's blocks, still cached
+
+
+def test_window_releases_blocks_and_matches_decoding_each_alone():
+    config = MiniGPTConfig(vocab_size=TOK.vocab_size, max_seq_len=128, d_model=32, n_heads=4,
+                           n_kv_heads=1, n_layers=2, window=6)
+    model = make_model(config)
+    cache = PagedKVCache(config, 14, 4, dtype=torch.float64)  # 56 slots for 3 x 40 tokens
+    server, enc = Server(model, cache), TOK.encode
+    for seq_id, line in enumerate(LINES[20:23]):
+        server.arrive(seq_id, enc(line[:9 + seq_id]), 30)
+        server.step()
+    released = 0
+    while server.live:
+        released = max(released, *(cache.manager.block_table(s).count(-1) for s in server.live))
+        server.step()
+    assert released >= 5  # the window gave blocks back, or 14 blocks would not have sufficed
+    assert mismatches(model, server.done) == {}
+
+
+def test_the_cache_refuses_what_it_cannot_serve():
+    model = make_model(CONFIG)
+    cache = PagedKVCache(CONFIG, 8, 4, dtype=torch.float64)
+    cache.allocate(0, [1, 2, 3])
+    tokens = torch.tensor([[1, 2, 3]])
+    for call, match in [
+        (lambda: model(tokens, torch.arange(3)[None], cache), r"no sequences selected"),
+        (lambda: model(tokens, torch.arange(1, 4)[None], cache.select([0])),
+         r"its next position is 0, got 1"),
+        (lambda: model(torch.tensor([[1, 2, 3, 4]]), torch.arange(4)[None], cache.select([0])),
+         r"slots for 3 tokens, got position 3"),
+        (lambda: cache.select([0, 0]), r"distinct live sequence ids"),
+        (lambda: cache.select([5]), r"not live: \[5\]"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            call()
+    model(tokens, torch.arange(3)[None], cache.select([0]))
+    cache.append_slot(0, 4)
+    model(torch.tensor([[4]]), torch.tensor([[3]]), cache.select([0]))  # now it has a slot
+    assert cache.preempt(0) == [1, 2, 3, 4]
+# ~/~ end
+# ~/~ end
