@@ -97,6 +97,8 @@ FIGURE_SCRIPTS := $(wildcard scripts/fig_*.py)
 
 figures: setup
 	for f in $(FIGURE_SCRIPTS); do $(BIN)/python $$f || exit 1; done
+	$(BIN)/python scripts/roofline_overlay.py --draw
 
 figures-check: setup
 	for f in $(FIGURE_SCRIPTS); do $(BIN)/python $$f --check || exit 1; done
+	$(BIN)/python scripts/roofline_overlay.py --check

@@ -1,113 +1,434 @@
-"""Bytes that attention really moves through device memory, measured with Nsight Compute, next to
-what minimodel.roofline predicts. Writes data/bytes-h200.json.
+"""Bytes that attention really moves, measured with Nsight Compute, kernel by kernel, at the
+shapes of the overlay table (CASES below, the one table every measurement of Lab 01 and of the
+roofline overlay uses). Writes data/bytes-h200.json.
 
-    python scripts/measure_bytes.py --out data/bytes-h200.json     # on the GPU machine, as root
+    python scripts/measure_bytes.py --out data/bytes-h200.json       # on the GPU machine, as root
+    TRITON_INTERPRET=1 python scripts/measure_bytes.py --smoke       # CPU: build and run every case
+                                                                     # (tiny shapes), write nothing
 
-Each (implementation, shape) runs in its own process under `ncu`: inputs are made and the kernel
-is compiled and autotuned first, then only the one call between cudaProfilerStart/Stop is
-profiled. ncu flushes the caches before every kernel (its default), so each kernel starts cold:
-the DRAM bytes are what that kernel had to fetch, and a multi-kernel implementation (naive
-attention) is charged for every intermediate it writes out and reads back.
+All cases run in one process under `ncu` (run twice): inputs are made, the kernels compiled and
+warmed up first, then each case's call runs alone between cudaProfilerStart/Stop, preceded by a
+one-block marker kernel (`_case_marker`) that tells the cases apart in ncu's kernel list.
+`scripts/roofline_overlay.py` runs this after timing the same cases, and passes the tile
+configurations its autotuner chose (`--pins`), so that the bytes and the times belong to the same
+kernels.
+
+- `--cache-control all` (caches flushed before each kernel; kernel replay, all metrics): the
+  DRAM bytes each kernel must fetch, against the compulsory model; the bytes the SMs read from L2
+  and write to it, against the tiled model and the writes.
+- `--cache-control none` (one application run, no flush; DRAM metrics only, so one pass): the
+  case's calls as they run back to back, after their warm-up. Whether naive attention's S and P
+  stay in L2 at N = 64 shows here.
+
+Clocks are left alone (`--clock-control none`).
 """
 
 import argparse
 import csv
+import dataclasses
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
+import triton
+import triton.language as tl
 
-METRICS = ["dram__bytes_read.sum", "dram__bytes_write.sum", "lts__t_bytes.sum",
-           "gpu__time_duration.sum"]
-IMPLS = ["naive", "minimodel", "sdpa_flash"]
-SHAPES = [  # the anchors of Theory 00: B=1, H=16, d=64, fp16, N = 64 (the verb sequence) and 2048
-    {"b": 1, "h": 16, "n": 64, "d": 64, "causal": False},
-    {"b": 1, "h": 16, "n": 2048, "d": 64, "causal": False},
-    {"b": 1, "h": 16, "n": 64, "d": 64, "causal": True},
-    {"b": 1, "h": 16, "n": 2048, "d": 64, "causal": True},
-]
+ROOT = Path(__file__).resolve().parents[1]
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+# --- the one table of shapes --------------------------------------------------------------------
+
+HEADS = {"MHA": 16, "GQA": 4, "MQA": 1}  # kv heads; 16 query heads of d = 64 everywhere
+PAGED_BLOCK_SIZE = 16  # token slots per block of the paged cache
 
 
-def child(impl: str, shape: dict) -> None:
-    """Runs inside ncu: make inputs, warm up, then profile exactly one call."""
-    from minimodel.attention_flash import flash_attention
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One measured point: an implementation at one shape."""
+
+    phase: str  # "prefill" or "decode"
+    impl: str  # "naive", "flash", "sdpa_flash" (prefill); "decode", "paged" (decode)
+    heads: str  # "MHA", "GQA", "MQA", or "MiniGPT" (MiniGPT's own heads, verb sequence)
+    b: int
+    hq: int
+    hkv: int
+    nq: int
+    nk: int
+    d: int
+    causal: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.phase}-{self.impl}-{self.heads}-{self.nk}"
+
+    @property
+    def n(self) -> int:
+        """The anchor this case belongs to: N of a prefill, the context of a decode step."""
+        return self.nk
+
+
+def minigpt_heads() -> tuple[int, int, int]:
+    """(Hq, Hkv, d) of MiniGPT's default configuration, the model of the verb sequence."""
+    from minimodel.minigpt import MiniGPTConfig
+    from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer
+
+    c = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=VERB_SEQUENCE_LEN)
+    return c.n_heads, c.n_kv_heads, c.head_dim
+
+
+def cases() -> list[Case]:
+    """Prefill at N = 64 and 2048 (B = 1, 16 query heads of d = 64; MHA, GQA-4, MQA) for naive
+    attention, our Flash and SDPA's FlashAttention-2; MiniGPT's heads on the 64-token verb
+    sequence (causal); decode (B = 64, same heads) at context 64 and 2048 on a contiguous and a
+    paged cache."""
+    out = []
+    for n in (64, 2048):
+        for heads, hkv in HEADS.items():
+            for impl in ("naive", "flash", "sdpa_flash"):
+                out.append(Case("prefill", impl, heads, 1, 16, hkv, n, n, 64))
+        if n == 64:
+            hq, hkv, d = minigpt_heads()
+            for impl in ("naive", "flash", "sdpa_flash"):
+                out.append(Case("prefill", impl, "MiniGPT", 1, hq, hkv, 64, 64, d, causal=True))
+    for n in (64, 2048):
+        for heads, hkv in HEADS.items():
+            for impl in ("decode", "paged"):
+                out.append(Case("decode", impl, heads, 64, 16, hkv, 1, n, 64, causal=True))
+    return out
+
+
+CASES = cases()
+
+
+def shapes_table() -> str:
+    """The table of shapes, as the pages show it (generated by scripts/fig_bytes.py)."""
+    rows = []
+    for phase, label in (("prefill", "prefill"), ("decode", "decode")):
+        groups: dict[tuple, list[str]] = {}
+        for c in CASES:
+            if c.phase != phase:
+                continue
+            key = (c.heads if c.heads == "MiniGPT" else "16/16, 16/4, 16/1", c.b, c.d, c.causal,
+                   "verb sequence" if c.heads == "MiniGPT" else "random")
+            groups.setdefault(key, [])
+            for part in (str(c.n), c.impl):
+                if part not in groups[key]:
+                    groups[key].append(part)
+        for (heads, b, d, causal, inputs), parts in groups.items():
+            ns = [p for p in parts if p.isdigit()]
+            impls = [p for p in parts if not p.isdigit()]
+            hh = (f"{heads} (MiniGPT: {minigpt_heads()[0]}/{minigpt_heads()[1]})"
+                  if heads == "MiniGPT" else heads)
+            rows.append(f"| {label} | {', '.join(ns)} | {b} | {hh.replace('MiniGPT (', '(')} | {d} "
+                        f"| {'yes' if causal else 'no'} | {', '.join(impls)} | {inputs} |")
+    head = ("| phase | N (prefill) or context (decode) | B | Hq/Hkv | d | causal | implementations "
+            "| inputs |\n|---|---|---|---|---|---|---|---|\n")
+    return head + "\n".join(rows) + "\n"
+
+
+# --- building a case: inputs and the call ---------------------------------------------------------
+
+def _device() -> str:
+    return "cpu" if INTERPRET else "cuda"
+
+
+def minigpt_qkv(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """q, k, v of MiniGPT's first layer on the verb sequence (seed 0, untrained weights), made
+    contiguous: the values a real forward pass hands its attention."""
+    from minimodel.minigpt import MiniGPT, MiniGPTConfig
+    from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
+
+    torch.manual_seed(0)
+    config = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=VERB_SEQUENCE_LEN)
+    model = MiniGPT(config).to(device=device, dtype=dtype).eval()
+    seen = []
+
+    def capture(q, k, v, **kwargs):
+        seen.append((q, k, v))
+        from minimodel.reference import attention_ref
+        return attention_ref(q, k, v, **kwargs)
+
+    with torch.no_grad():
+        model(torch.tensor([verb_sequence()], device=device), attn=capture)
+    return tuple(t.contiguous() for t in seen[0])
+
+
+def build(case: Case, scale_down: bool = False):
+    """Inputs and a zero-argument call for `case`. scale_down (the CPU smoke run) shrinks N and B
+    so that the interpreter gets through every case quickly."""
     from minimodel.reference import visible_mask
+    from minimodel.roofline import naive_attention
 
-    b, h, n, d, causal = shape["b"], shape["h"], shape["n"], shape["d"], shape["causal"]
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
-    mask = visible_mask(n, n, causal=True, device="cuda") if causal else None
+    dev, dtype = _device(), torch.float16
+    b, n = case.b, case.nk
+    if scale_down:
+        b, n = min(b, 2), min(n, 40)
+    torch.manual_seed(0)
+    if case.phase == "prefill":
+        if case.heads == "MiniGPT":
+            q, k, v = minigpt_qkv(dev, dtype)
+            n = q.shape[2]
+        else:
+            q = torch.randn(b, case.hq, n, case.d, device=dev, dtype=dtype)
+            k, v = (torch.randn(b, case.hkv, n, case.d, device=dev, dtype=dtype) for _ in "kv")
+        if case.impl == "naive":
+            hidden = ~visible_mask(n, n, causal=True, device=dev) if case.causal else None
+            return lambda: naive_attention(q, k, v, hidden=hidden)
+        if case.impl == "flash":
+            from minimodel.attention_flash import flash_attention
+            return lambda: flash_attention(q, k, v, causal=case.causal)
+        if case.impl == "sdpa_flash":
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-    def naive():
-        s = (q @ k.transpose(-1, -2)) * d**-0.5
-        if mask is not None:
-            s = s.masked_fill(~mask, float("-inf"))
-        return torch.softmax(s, dim=-1) @ v
+            def call():
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return sdpa(q, k, v, is_causal=case.causal, enable_gqa=case.hq != case.hkv)
+            return call
+    else:
+        q = torch.randn(b, case.hq, 1, case.d, device=dev, dtype=dtype)
+        if case.impl == "decode":
+            from minimodel.attention import attention
+            k, v = (torch.randn(b, case.hkv, n, case.d, device=dev, dtype=dtype) for _ in "kv")
+            return lambda: attention(q, k, v)
+        if case.impl == "paged":
+            from minimodel.attention import paged_decode
+            bs = PAGED_BLOCK_SIZE
+            per_seq = -(-n // bs)
+            pool = b * per_seq + 3  # a few blocks no sequence uses
+            k_pool, v_pool = (torch.randn(pool, bs, case.hkv, case.d, device=dev, dtype=dtype)
+                              for _ in "kv")
+            tables = torch.randperm(pool, device=dev)[: b * per_seq].view(b, per_seq).int()
+            lens = torch.full((b,), n, dtype=torch.int32, device=dev)
+            q3 = q[:, :, 0].contiguous()
+            return lambda: paged_decode(q3, k_pool, v_pool, tables, lens, max_context_len=n)
+    raise ValueError(f"no implementation {case.impl!r} for phase {case.phase!r}")
 
-    fn = {
-        "naive": naive,
-        "minimodel": lambda: flash_attention(q, k, v, causal=causal),
-        "sdpa_flash": lambda: torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, is_causal=causal),
-    }[impl]
-    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.FLASH_ATTENTION):
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
+
+# --- the kernels' parameters: what the models need to know ----------------------------------------
+
+def flash_tuner():
+    from minimodel.attention_flash import _attn_fwd_tuned
+    return _attn_fwd_tuned
+
+
+def probe(case: Case, fn) -> dict:
+    """Run fn once and report the parameters the byte model needs: the tile configuration of our
+    Flash kernel (its autotuner's choice), or the decode kernel's grid and tile."""
+    if case.impl == "flash":
         fn()
-        torch.cuda.synchronize()
-        torch.cuda.profiler.stop()
+        c = flash_tuner().best_config
+        return {"block_m": c.kwargs["BLOCK_M"], "block_n": c.kwargs["BLOCK_N"],
+                "num_warps": c.num_warps, "num_stages": c.num_stages}
+    if case.impl in ("decode", "paged"):
+        import minimodel.paged_attention as pa
+        kernel, seen = pa._paged_decode_fwd, []
+        run = kernel.run
+
+        def spy(*args, grid, warmup, **kwargs):
+            seen.append({"grid": list(grid), "block_n": kwargs["BLOCK_N"],
+                         "block_size": kwargs["BLOCK_SIZE"], "paged": kwargs["PAGED"]})
+            return run(*args, grid=grid, warmup=warmup, **kwargs)
+
+        kernel.run = spy
+        try:
+            fn()
+        finally:
+            del kernel.run
+        (launch,) = seen
+        params = {"num_splits": launch["grid"][1], "block_n": launch["block_n"]}
+        if launch["paged"]:
+            params["block_size"] = launch["block_size"]
+        return params
+    fn()
+    return {}
 
 
-def profile(ncu: str, impl: str, shape: dict) -> list[dict]:
-    cmd = [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
-           "--profile-from-start", "off", "--metrics", ",".join(METRICS),
-           sys.executable, __file__, "--child", impl, json.dumps(shape)]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, check=True).stdout
-    rows = [line for line in out.splitlines() if line.startswith('"')]
+class pinned:
+    """Within the block, our Flash kernel runs the given tile configuration, no autotuning."""
+
+    def __init__(self, params: dict | None):
+        self.params = params
+
+    def __enter__(self):
+        if not self.params:
+            return self
+        tuner = flash_tuner()
+        self.saved = tuner.configs
+        want = (self.params["block_m"], self.params["block_n"], self.params["num_warps"],
+                self.params["num_stages"])
+        match = [c for c in tuner.configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"],
+                                               c.num_warps, c.num_stages) == want]
+        if not match:
+            raise ValueError(f"no Flash configuration {want} among the autotuner's candidates")
+        tuner.configs = match[:1]
+        return self
+
+    def __exit__(self, *exc):
+        if self.params:
+            flash_tuner().configs = self.saved
+
+
+# --- the profiled process -------------------------------------------------------------------------
+
+@triton.jit
+def _case_marker(x_ptr):
+    """One block that writes one int: it only marks where a case's kernels begin."""
+    tl.store(x_ptr + tl.program_id(0), 1)
+
+
+def child(sidecar: Path, pins_path: str) -> None:
+    """Runs under ncu: every case once, alone between cudaProfilerStart/Stop, after its marker."""
+    pins = json.loads(Path(pins_path).read_text()) if pins_path != "-" else {}
+    buf = torch.zeros(1, device="cuda", dtype=torch.int32)
+    ran, errors = [], {}
+    for case in CASES:
+        params = pins.get(case.id)
+        try:
+            with pinned(params if case.impl == "flash" else None), torch.no_grad():
+                fn = build(case)
+                info = probe(case, fn)
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.start()
+                _case_marker[(1,)](buf)
+                fn()
+                torch.cuda.synchronize()
+                torch.cuda.profiler.stop()
+        except Exception as e:  # recorded, not hidden: the data file says which case failed why
+            errors[case.id] = f"{type(e).__name__}: {e}"[:300]
+            torch.cuda.synchronize()
+            continue
+        ran.append({"id": case.id, "params": info})
+    sidecar.write_text(json.dumps({"ran": ran, "errors": errors}, indent=1))
+
+
+METRICS_ALL = [
+    "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
+    "lts__t_bytes.sum", "lts__t_sectors_op_read.sum", "lts__t_sectors_op_write.sum",
+    "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum",
+    "l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes.sum",
+]
+METRICS_FALLBACK = METRICS_ALL[:6]  # if this ncu lacks one of the source-filtered metrics
+METRICS_NONE = ["dram__bytes_read.sum", "dram__bytes_write.sum"]
+MODES = {
+    "all": ["--cache-control", "all"],
+    "none": ["--cache-control", "none", "--replay-mode", "application"],
+}
+
+
+def find_ncu() -> str:
+    found = shutil.which("ncu")
+    if found:
+        return found
+    versions = sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"))
+    if not versions:
+        sys.exit("ncu not found: put Nsight Compute on PATH")
+    return str(versions[-1])
+
+
+def ncu_command(ncu: str, mode: str, metrics: list[str], sidecar: Path, pins: str) -> list[str]:
+    return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
+            "--profile-from-start", "off", *MODES[mode], "--metrics", ",".join(metrics),
+            sys.executable, str(Path(__file__).resolve()), "--child", str(sidecar), pins]
+
+
+def parse(csv_text: str) -> list[dict]:
+    """ncu's CSV, one dict per profiled kernel, in launch order."""
+    rows = [line for line in csv_text.splitlines() if line.startswith('"')]
     kernels: dict[str, dict] = {}
     for row in csv.DictReader(io.StringIO("\n".join(rows))):
-        kern = kernels.setdefault(row["ID"], {"kernel": row["Kernel Name"][:80]})
-        kern[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
-    return list(kernels.values())
+        kern = kernels.setdefault(row["ID"], {"kernel": row["Kernel Name"][:120]})
+        value = row["Metric Value"].replace(",", "")
+        kern[row["Metric Name"]] = float(value) if value not in ("", "n/a") else None
+    return [kernels[i] for i in sorted(kernels, key=int)]
+
+
+def group(kernels: list[dict], ran: list[dict]) -> dict[str, list[dict]]:
+    """Cut the kernel list at each marker: the kernels after the i-th marker are case i's."""
+    groups: list[list[dict]] = []
+    for k in kernels:
+        if "_case_marker" in k["kernel"]:
+            groups.append([])
+        elif groups:
+            groups[-1].append(k)
+    if len(groups) != len(ran):
+        raise RuntimeError(f"{len(groups)} markers in ncu's output for {len(ran)} cases run")
+    return {r["id"]: g for r, g in zip(ran, groups, strict=True)}
+
+
+def measure(out: Path, pins: str = "-", log=print) -> dict:
+    """Profile every case in both cache modes; write and return the data file's record."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from measure_ceilings import environment
+
+    ncu = find_ncu()
+    record = {"environment": environment(), "cases": {}, "errors": {}, "commands": {}}
+    for mode in MODES:
+        sidecar = out.parent / f".bytes-{mode}.json"
+        t0 = time.time()
+        for metrics in ([METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]):
+            cmd = ncu_command(ncu, mode, metrics, sidecar, pins)
+            done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ)
+            (out.parent / f"ncu-{mode}.log").write_text(done.stdout[-100_000:] + "\n"
+                                                         + done.stderr[-100_000:])
+            if done.returncode == 0 and sidecar.exists():
+                break
+            log(f"ncu ({mode}, {len(metrics)} metrics) failed: {done.stderr[-1500:]}")
+        else:
+            raise RuntimeError(f"ncu ({mode}) failed")
+        side = json.loads(sidecar.read_text())
+        sidecar.unlink()
+        grouped = group(parse(done.stdout), side["ran"])
+        passes = sorted(set(re.findall(r"(\d+) pass", done.stdout + done.stderr)))
+        record["commands"][mode] = " ".join(["ncu", *cmd[1:-5], "python",
+                                             "scripts/measure_bytes.py --child ..."])
+        record[f"metrics_{mode}"] = metrics
+        record[f"passes_{mode}"] = passes
+        for r in side["ran"]:
+            entry = record["cases"].setdefault(r["id"], {"params": r["params"]})
+            entry[mode] = grouped[r["id"]]
+        record["errors"].update({f"{k} ({mode})": v for k, v in side["errors"].items()})
+        log(f"ncu --cache-control {mode}: {len(side['ran'])} cases, "
+            f"{len(side['errors'])} failed, {time.time() - t0:.0f} s, passes {passes}")
+    out.write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def smoke() -> None:
+    """Build and run every case on tiny shapes in the interpreter; no ncu, nothing written."""
+    if not INTERPRET:
+        sys.exit("--smoke runs the kernels in Triton's interpreter: set TRITON_INTERPRET=1")
+    for case in CASES:
+        if case.impl == "sdpa_flash":
+            continue  # SDPA's flash backend needs a GPU
+        with torch.no_grad():
+            out = build(case, scale_down=True)()
+        assert torch.isfinite(out).all(), case.id
+        print(f"ok {case.id}: {tuple(out.shape)}")
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(sys.argv[2], json.loads(sys.argv[3]))
+        child(Path(sys.argv[2]), sys.argv[3])
         return
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--ncu", default=shutil.which("ncu") or "ncu")
+    parser.add_argument("--out", type=Path, default=ROOT / "data" / "bytes-h200.json")
+    parser.add_argument("--pins", default="-", help="JSON {case id: Flash tile configuration}")
+    parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from measure_ceilings import environment
-
-    records = []
-    for shape in SHAPES:
-        for impl in IMPLS:
-            kernels = profile(args.ncu, impl, shape)
-            rec = {**shape, "impl": impl, "kernels": kernels,
-                   "dram_read": sum(k.get("dram__bytes_read.sum", 0) for k in kernels),
-                   "dram_write": sum(k.get("dram__bytes_write.sum", 0) for k in kernels),
-                   "l2_bytes": sum(k.get("lts__t_bytes.sum", 0) for k in kernels),
-                   "ns": sum(k.get("gpu__time_duration.sum", 0) for k in kernels)}
-            records.append(rec)
-            print(f"N={shape['n']} causal={shape['causal']} {impl}: {len(kernels)} kernels, "
-                  f"DRAM {(rec['dram_read'] + rec['dram_write']) / 2**20:.3f} MiB, "
-                  f"L2 {rec['l2_bytes'] / 2**20:.3f} MiB, {rec['ns'] / 1e3:.1f} us", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"environment": environment(), "metrics": METRICS,
-                                    "cache_control": "ncu default: caches flushed before each "
-                                                     "kernel", "records": records},
-                                   indent=1) + "\n")
+    if args.smoke:
+        smoke()
+        return
+    measure(args.out, args.pins)
 
 
 if __name__ == "__main__":

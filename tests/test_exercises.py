@@ -20,9 +20,13 @@ MUTANTS = {
     "00": ("online_softmax",  # the merge drops a rescale
            "self.l * rescale_factor(self.m, m) + other.l * rescale_factor(other.m, m)",
            "self.l + other.l * rescale_factor(other.m, m)"),
+    "01": ("roofline",  # a split decode reads its queries once, not once per split
+           '"read_tiled": num_splits * q + kv', '"read_tiled": q + kv'),
     "02": ("attention_flash",  # an off-by-one tile bound
            "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N",
            "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 2), 0) // BLOCK_N"),
+    "03": ("paged_attention",  # the paged decode kernel reads a key before its window
+           "visible = (j >= lo) & (j < end)", "visible = (j > lo) & (j < end)"),
 }
 
 
@@ -54,7 +58,7 @@ def check_mine(lab: str, mywork: Path, *extra: str) -> tuple[subprocess.Complete
 
 
 def test_there_are_labs_to_do():
-    assert {"00", "02"} <= set(LABS)
+    assert {"00", "01", "02", "03"} <= set(LABS)
 
 
 @pytest.mark.parametrize("lab", LABS)

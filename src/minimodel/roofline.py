@@ -537,4 +537,168 @@ def _place_labels(ax, anchors: list[tuple[float, float]], labels: list[str]) -> 
         placed.append((text, best[2]))
     return [(text, (float(b.x0), float(b.y0), float(b.x1), float(b.y1))) for text, b in placed]
 # ~/~ end
+
+
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-lab01>>[init]
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-naive-attention>>[init]
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, hidden: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Attention as three kernels that write S and P to device memory (four with a mask): the
+    implementation naive_attention_bytes_per_kernel counts, and Lab 01 measures.
+
+    q: (B, Hq, Nq, d), k, v: (B, Hkv, Nk, d), contiguous. hidden: (Nq, Nk) bool, True where a
+    query does NOT see a key (`~visible_mask(...)`), made once by the caller as a model keeps
+    its causal mask. A row with no visible key gives NaN here (eager PyTorch's softmax), not the
+    reference's zeros.
+    """
+    from minimodel.reference import check_attention_inputs, resolve_scale
+
+    b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
+    tau = resolve_scale(scale, d)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}")
+    if hidden is not None and (hidden.shape != (nq, nk) or hidden.dtype != torch.bool
+                               or hidden.device != q.device):
+        raise ValueError(f"hidden must be a bool ({nq}, {nk}) tensor on {q.device}, got "
+                         f"{hidden.dtype} {tuple(hidden.shape)} on {hidden.device}")
+    g = hq // hkv
+    q3 = q.view(b * hkv, g * nq, d)  # the g query heads of a kv head, stacked: a view
+    k3, v3 = k.view(b * hkv, nk, d), v.view(b * hkv, nk, d)
+    s = torch.baddbmm(q.new_empty(()), q3, k3.mT, beta=0.0, alpha=tau)  # S = tau Q K^T
+    if hidden is not None:  # in place: one kernel that reads S and the mask and writes S
+        s.view(b * hkv, g, nq, nk).masked_fill_(hidden, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.bmm(p, v3).view(b, hq, nq, d)  # O = P V
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-naive-per-kernel>>[init]
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-naive-per-kernel-interface>>[init]
+def naive_attention_bytes_per_kernel(
+    b: int, hq: int, hkv: int, nq: int, nk: int, d: int, *, elem_bytes: int = 2,
+    causal: bool = False, window: int | None = None,
+) -> dict[str, dict[str, int]]:
+    """Device-memory bytes of each kernel of `naive_attention`, in launch order.
+
+    Keys "scores" (S = tau Q K^T), "mask" (only when causal: S where the mask is True, else
+    -inf), "softmax" (P) and "output" (O = P V); each value {"read": r, "write": w}, every
+    input of the kernel read once and every output written once. q: (B, Hq, Nq, d); k, v:
+    (B, Hkv, Nk, d); S and P: (B, Hq, Nq, Nk); all elem_bytes per element, except the mask: one
+    bool (1 byte) per (query, key) pair, shared by every batch and head. A window changes the
+    mask's values, not its bytes.
+    """
+# ~/~ end
+    _check_positive(b=b, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, elem_bytes=elem_bytes)
+    check_mask_args(causal, window)
+    _check_heads(hq, hkv)
+    e = elem_bytes
+    q, o, kv = e * b * hq * nq * d, e * b * hq * nq * d, e * b * hkv * nk * d  # K or V
+    s = e * b * hq * nq * nk  # S or P
+    kernels = {"scores": {"read": q + kv, "write": s}}
+    if causal:
+        kernels["mask"] = {"read": s + nq * nk, "write": s}  # the bool mask: 1 byte a pair
+    kernels["softmax"] = {"read": s, "write": s}
+    kernels["output"] = {"read": s + kv, "write": o}
+    return kernels
+
+
+def _check_heads(hq: int, hkv: int) -> None:
+    if hq % hkv:
+        raise ValueError(f"query heads Hq={hq} must be a multiple of kv heads Hkv={hkv}")
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-flash-forward-bytes>>[init]
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-flash-forward-bytes-interface>>[init]
+def flash_forward_bytes(
+    b: int, hq: int, hkv: int, nq: int, nk: int, d: int, *, block_m: int,
+    block_n: int | None = None, elem_bytes: int = 2, causal: bool = False,
+    window: int | None = None,
+) -> dict[str, int]:
+    """{"read", "read_tiled", "write"} of Lab 02's `flash_attention` with tiles block_m x block_n.
+
+    read: Q once, and once per kv head every K and V row that some query tile loads.
+    read_tiled: every program's loads, the Q tile once and its K/V tiles [lo, hi) (rows past nk
+    are zero-filled by the TMA, not read). write: O (elem_bytes) and the float32 lse, once.
+    block_n is required with causal=True (which key tiles are visited depends on it).
+    """
+# ~/~ end
+    tiled = flash_attention_bytes(b, hq, hkv, nq, nk, d, block_m=block_m, block_n=block_n,
+                                  elem_bytes=elem_bytes, causal=causal, window=window)
+    write = b * hq * nq * (elem_bytes * d + 4)  # O and the float32 lse
+    first = 0  # the first key row the first query tile loads: a window's start, in whole tiles
+    if window is not None:
+        first = max(0, nk - nq - window + 1) // block_n * block_n
+    read = elem_bytes * b * (hq * nq * d + 2 * hkv * (nk - first) * d)
+    return {"read": read, "read_tiled": tiled - write, "write": write}
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-decode-bytes>>[init]
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-decode-bytes-interface>>[init]
+def decode_bytes(
+    b: int, hq: int, hkv: int, context: int, d: int, *, num_splits: int = 1,
+    elem_bytes: int = 2, window: int | None = None,
+) -> dict[str, dict[str, int]]:
+    """Bytes of one decode step on a contiguous cache, per kernel: {"decode": {...}} and, when
+    num_splits > 1, {"merge": {...}}, each {"read", "read_tiled", "write"}.
+
+    The decode kernel runs one program per (sequence, kv head, split): it loads the g = Hq / Hkv
+    query rows of its group (elem_bytes each), the K and V rows of its share of the visible keys
+    (the last `window` keys, or all), and writes O (elem_bytes) and a float32 lse per query head;
+    split, it writes float32 partial outputs and lse per split instead, which the merge kernel
+    reads (the lse twice) and combines into O and lse.
+    """
+# ~/~ end
+    _check_positive(b=b, hq=hq, hkv=hkv, context=context, d=d, num_splits=num_splits,
+                    elem_bytes=elem_bytes)
+    _check_heads(hq, hkv)
+    check_mask_args(True, window)
+    keys = context if window is None else min(context, window)
+    q, kv = elem_bytes * b * hq * d, 2 * elem_bytes * b * hkv * keys * d
+    out = b * hq * (elem_bytes * d + 4)  # O and the float32 lse
+    if num_splits == 1:
+        return {"decode": {"read": q + kv, "read_tiled": q + kv, "write": out}}
+    partial = 4 * b * hq * num_splits * (d + 1)  # float32 O_u and lse_u of every split
+    return {
+        "decode": {"read": q + kv, "read_tiled": num_splits * q + kv, "write": partial},
+        "merge": {"read": partial, "read_tiled": partial + 4 * b * hq * num_splits,
+                  "write": out},
+    }
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-paged-decode-bytes>>[init]
+# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-paged-decode-bytes-interface>>[init]
+def paged_decode_bytes(
+    b: int, hq: int, hkv: int, context: int, d: int, *, block_size: int, block_n: int,
+    num_splits: int = 1, elem_bytes: int = 2, window: int | None = None,
+) -> dict[str, dict[str, int]]:
+    """decode_bytes plus what paging adds to the decode kernel: each program loads its
+    sequence's int32 context length and, for every key tile it visits, the block-table entries
+    of the tile's visible keys (one entry per tile when block_size >= block_n, since the tile
+    lies in one block)."""
+# ~/~ end
+    _check_positive(block_size=block_size, block_n=block_n)
+    step = decode_bytes(b, hq, hkv, context, d, num_splits=num_splits, elem_bytes=elem_bytes,
+                        window=window)
+    lo = 0 if window is None else max(0, context - window)  # the first visible key
+    blocks = -(-context // block_size) - lo // block_size  # blocks the visible keys fall in
+    entries = 0  # table entries one program loads, tile by tile
+    for start in range(lo // block_n * block_n, context, block_n):
+        first, last = max(start, lo), min(start + block_n, context) - 1
+        entries += 1 if block_size >= block_n else last // block_size - first // block_size + 1
+    kernel = step["decode"]
+    kernel["read"] += 4 * b * blocks + 4 * b  # the table and the lengths, once per sequence
+    kernel["read_tiled"] += 4 * b * hkv * entries + 4 * b * hkv * num_splits
+    return step
+# ~/~ end
+
+
+__all__ += ["decode_bytes", "flash_forward_bytes", "naive_attention",
+            "naive_attention_bytes_per_kernel", "paged_decode_bytes"]
+# ~/~ end
 # ~/~ end

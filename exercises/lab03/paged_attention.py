@@ -1,0 +1,87 @@
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#exercises/lab03/paged_attention.py>>[init]
+"""Lab 03, part 2: paged attention in Triton. Write the decode kernel and the prefill kernel
+and fill in `paged_decode` and `paged_prefill`.
+
+Skeleton tangled from docs/lab/03b-paged-kernels.md (`make exercise LAB=03` copies it to
+mywork/); check it with `make check-mine LAB=03`. Set TRITON_INTERPRET=1 before importing
+triton to run the kernels on a CPU (the tests do).
+"""
+
+import torch
+import triton  # noqa: F401  (your kernels: @triton.jit)
+import triton.language as tl  # noqa: F401
+
+from minimodel.reference import check_mask_args, resolve_scale  # noqa: F401
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-interface>>[init]
+def paged_decode(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    max_context_len: int | None = None,
+    num_splits: int | None = None,
+    window: int | None = None,
+    scale: float | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Decode attention: one new query token per sequence against its paged KV cache.
+
+    q: (B, Hq, d), the token at key position context_lens[b] - 1 (its own K/V already written).
+    k_pool, v_pool: (num_blocks, block_size, Hkv, d), block_size a power of two in [8, 128].
+    block_tables: (B, max_blocks) int32, the physical block of each logical block; entries past a
+    context (or before a window) are never read and may be -1. context_lens: (B,) int32, from 0
+    to max_blocks * block_size. max_context_len: a host int >= max(context_lens) that sets the
+    split without a device sync (computed, with one sync, when omitted). num_splits overrides
+    the split of each context across programs. window=W keeps the W latest keys.
+    float16 / bfloat16 / float32 (no bfloat16 under the interpreter); d a multiple of 8 in
+    [16, 256].
+
+    Returns O: (B, Hq, d) in q's dtype and, with return_lse, the natural-log lse (B, Hq) in
+    float32: the last query row of attention_ref(causal=True, window=W). A context of length 0
+    gives zeros and lse = -inf.
+    """
+# ~/~ end
+    raise NotImplementedError(
+        "not written yet: paged_decode: validate, split each context, launch your decode kernel "
+        "(and the merge)"
+    )
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-interface>>[init]
+def paged_prefill(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    *,
+    max_query_len: int | None = None,
+    causal: bool = True,
+    window: int | None = None,
+    scale: float | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Prefill attention: a chunk of new tokens per sequence against its paged KV cache.
+
+    q: (total_q, Hq, d), the new tokens of all sequences packed along dim 0: sequence b's are
+    rows query_start_loc[b] to query_start_loc[b + 1] - 1 (query_start_loc: (B + 1,) int32,
+    rising from 0 to total_q; a sequence may have none). Their K/V are already in the pools:
+    new token i of sequence b stands at key position context_lens[b] - n_b + i (n_b its count),
+    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens as for
+    paged_decode. max_query_len: a host int >= every n_b (rows past it are not computed),
+    found with one device sync when omitted. causal and window=W as attention_ref has them.
+
+    Returns O: (total_q, Hq, d) in q's dtype and, with return_lse, the natural-log lse
+    (total_q, Hq) in float32. A row that sees no key (more new tokens than keys, an empty
+    context) gives zeros and lse = -inf.
+    """
+# ~/~ end
+    raise NotImplementedError(
+        "not written yet: paged_prefill: validate, launch your Flash kernel over the block table"
+    )
+# ~/~ end

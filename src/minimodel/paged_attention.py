@@ -1,0 +1,677 @@
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#src/minimodel/paged_attention.py>>[init]
+"""Paged attention in Triton: a decode kernel (one new token per sequence, Flash-Decoding splits
+merged with the log-sum-exp rule) and a prefill kernel (a chunk of new tokens per sequence), both
+reading K and V through a block table.
+
+Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
+"""
+
+import functools
+import os
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+from minimodel.reference import check_mask_args, resolve_scale
+
+__all__ = ["choose_num_splits", "paged_decode", "paged_prefill"]
+
+# Read when this module is imported, like triton itself reads it: set it before importing.
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
+LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-kernel>>[init]
+@triton.jit(do_not_specialize=["n_k", "window", "split_len", "n_kv_heads", "group"])
+def _paged_decode_fwd(
+    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, o_ptr, lse_ptr,
+    qk_scale, n_k, window, split_len, n_kv_heads, group,
+    stride_qb, stride_qh, stride_qd,
+    stride_kblk, stride_kslot, stride_kh, stride_kd,
+    stride_vblk, stride_vslot, stride_vh, stride_vd,
+    stride_tb,
+    stride_ob, stride_oh, stride_os, stride_od,
+    stride_lb, stride_lh, stride_ls,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    off_bh = tl.program_id(0)
+    split = tl.program_id(1)
+    off_b = off_bh // n_kv_heads
+    off_hkv = off_bh % n_kv_heads
+    b64 = off_b.to(tl.int64)
+    if PAGED:
+        ctx = tl.load(lens_ptr + off_b)  # this sequence's context length
+    else:
+        ctx = n_k  # a contiguous cache: every sequence holds n_k keys
+    lo = 0  # the first visible key: the query stands at position ctx - 1
+    if WINDOWED:
+        lo = tl.maximum(ctx - window, 0)
+    # This program's share of the keys: [start, end), tile-aligned, split_len keys per split; the
+    # last split runs to the end of the context whatever split_len says.
+    start = lo // BLOCK_N * BLOCK_N + split * split_len
+    end = tl.where(split == tl.num_programs(1) - 1, ctx, tl.minimum(start + split_len, ctx))
+
+    offs_g = tl.arange(0, BLOCK_G)  # the query heads of this kv head's group, padded
+    heads = off_hkv * group + offs_g
+    g_ok = offs_g < group
+    cols = tl.arange(0, HEAD_DIM)
+    row_mask = g_ok[:, None]
+    if D != HEAD_DIM:  # a head dim that is not a power of two: mask the padding columns
+        row_mask = row_mask & (cols[None, :] < D)
+    q = tl.load(q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + cols[None, :] * stride_qd,
+                mask=row_mask, other=0.0)
+
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)  # running max m_i (log2 units)
+    l_i = tl.zeros([BLOCK_G], tl.float32)  # running sum l_i
+    acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)  # running sum of P~ V
+    offs_n = tl.arange(0, BLOCK_N)
+    table = table_ptr + b64 * stride_tb
+    k_head = k_ptr + off_hkv * stride_kh
+    v_head = v_ptr + off_hkv * stride_vh
+    for start_n in tl.range(start, end, BLOCK_N):
+        j = start_n + offs_n  # key positions of this tile
+        visible = (j >= lo) & (j < end)
+        if PAGED:
+            if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
+                phys = tl.load(table + start_n // BLOCK_SIZE).to(tl.int64)
+            else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
+                phys = tl.load(table + j // BLOCK_SIZE, mask=visible, other=0).to(tl.int64)
+            slot = j % BLOCK_SIZE
+            k_rows = phys * stride_kblk + slot * stride_kslot
+            v_rows = phys * stride_vblk + slot * stride_vslot
+        else:  # contiguous: sequence off_b is "block" off_b, key j its slot j
+            k_rows = b64 * stride_kblk + j * stride_kslot
+            v_rows = b64 * stride_vblk + j * stride_vslot
+        kv_mask = visible[:, None]
+        if D != HEAD_DIM:
+            kv_mask = kv_mask & (cols[None, :] < D)
+        k = tl.load(k_head + k_rows[:, None] + cols[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # q_h.k_j, all g heads at once
+        s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
+        # Every tile visited holds a visible key (the range starts in the window's first tile and
+        # ends before ctx), so m_new is finite from the first tile on: no guard against -inf.
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        p = tl.math.exp2(s - m_new[:, None])  # P~_hj = 2^(tau' q_h.k_j - m_h^new)
+        alpha = tl.math.exp2(m_i - m_new)  # alpha_h = 2^(m_h - m_h^new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_head + v_rows[:, None] + cols[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc += P~ V
+        m_i = m_new
+
+    empty = l_i == 0.0  # no key in this split (or a context of length 0): O = 0, lse = -inf
+    l_safe = tl.where(empty, 1.0, l_i)
+    out = acc / l_safe[:, None]
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
+    o_ptrs = (o_ptr + b64 * stride_ob + heads[:, None] * stride_oh + split * stride_os
+              + cols[None, :] * stride_od)
+    tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=row_mask)
+    tl.store(lse_ptr + b64 * stride_lb + heads * stride_lh + split * stride_ls, lse, mask=g_ok)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-merge>>[init]
+@triton.jit(do_not_specialize=["num_splits", "n_heads"])
+def _merge_splits(
+    o_part_ptr, lse_part_ptr, o_ptr, lse_ptr, num_splits, n_heads,
+    stride_pb, stride_ph, stride_ps, stride_pd,
+    stride_lpb, stride_lph, stride_lps,
+    stride_ob, stride_oh, stride_od,
+    stride_lb, stride_lh,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    """o = sum_u e^(lse_u - lse) o_u, lse = log sum_u e^(lse_u): Theory 01's merge of partials."""
+    off_bh = tl.program_id(0)
+    off_b = off_bh // n_heads
+    off_h = off_bh % n_heads
+    offs_s = tl.arange(0, BLOCK_S)
+    cols = tl.arange(0, HEAD_DIM)
+    lse_row = lse_part_ptr + off_b.to(tl.int64) * stride_lpb + off_h * stride_lph
+    o_rows = o_part_ptr + off_b.to(tl.int64) * stride_pb + off_h * stride_ph
+    m = tl.full([], float("-inf"), tl.float32)
+    for s0 in range(0, num_splits, BLOCK_S):
+        lse_u = tl.load(lse_row + (s0 + offs_s) * stride_lps, mask=s0 + offs_s < num_splits,
+                        other=float("-inf"))
+        m = tl.maximum(m, tl.max(lse_u, 0))
+    m_use = tl.where(m == float("-inf"), 0.0, m)  # every split empty: weights e^-inf = 0
+    denom = tl.zeros([], tl.float32)
+    acc = tl.zeros([HEAD_DIM], tl.float32)
+    for s0 in range(0, num_splits, BLOCK_S):
+        in_range = s0 + offs_s < num_splits
+        lse_u = tl.load(lse_row + (s0 + offs_s) * stride_lps, mask=in_range, other=float("-inf"))
+        w = tl.exp(lse_u - m_use)  # e^(lse_u - m); 0 for an empty split
+        o_mask = in_range[:, None]
+        if D != HEAD_DIM:
+            o_mask = o_mask & (cols[None, :] < D)
+        o_u = tl.load(o_rows + (s0 + offs_s)[:, None] * stride_ps + cols[None, :] * stride_pd,
+                      mask=o_mask, other=0.0)
+        acc += tl.sum(w[:, None] * o_u, 0)
+        denom += tl.sum(w, 0)
+    empty = denom == 0.0
+    out = acc / tl.where(empty, 1.0, denom)
+    lse = m_use + tl.log(denom)  # every split empty: log 0 = -inf
+    o_mask = cols < D
+    tl.store(o_ptr + off_b.to(tl.int64) * stride_ob + off_h * stride_oh + cols * stride_od,
+             out.to(o_ptr.dtype.element_ty), mask=o_mask)
+    tl.store(lse_ptr + off_b.to(tl.int64) * stride_lb + off_h * stride_lh, lse)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-inner-loop>>[init]
+@triton.jit
+def _paged_prefill_inner(
+    acc, l_i, m_i, q, k_head, v_head, table, p_i, lo, hi, lo_seen, hi_seen, window, qk_scale,
+    stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+    BLOCK_N: tl.constexpr, D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    """Stream key tiles [lo, hi) of one kv head, gathered through the block table, past one Q
+    tile. Only keys in [lo_seen, hi_seen) (seen by some row of the tile) are ever loaded."""
+    offs_n = tl.arange(0, BLOCK_N)
+    cols = tl.arange(0, HEAD_DIM)
+    for start_n in tl.range(lo, hi, BLOCK_N):
+        j = start_n + offs_n
+        if MASKED:
+            seen = (j >= lo_seen) & (j < hi_seen)
+            phys = tl.load(table + j // BLOCK_SIZE, mask=seen, other=0).to(tl.int64)
+            kv_mask = seen[:, None]
+        else:  # interior: every key of the tile is seen by every row
+            if BLOCK_SIZE >= BLOCK_N:
+                phys = tl.load(table + start_n // BLOCK_SIZE).to(tl.int64)
+            else:
+                phys = tl.load(table + j // BLOCK_SIZE).to(tl.int64)
+            kv_mask = tl.full([BLOCK_N, 1], 1, tl.int1)
+        if D != HEAD_DIM:
+            kv_mask = kv_mask & (cols[None, :] < D)
+        slot = j % BLOCK_SIZE
+        k = tl.load(k_head + (phys * stride_kblk + slot * stride_kslot)[:, None]
+                    + cols[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        if MASKED:
+            visible = seen[None, :]
+            if CAUSAL:
+                visible &= j[None, :] <= p_i[:, None]
+            if WINDOWED:
+                visible &= j[None, :] > p_i[:, None] - window
+            s = tl.where(visible, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
+            p = tl.math.exp2(s - m_use[:, None])
+        else:
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            m_use = m_new
+            p = tl.math.exp2(qk * qk_scale - m_use[:, None])
+        alpha = tl.math.exp2(m_i - m_use)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_head + (phys * stride_vblk + slot * stride_vslot)[:, None]
+                    + cols[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-kernel>>[init]
+@triton.jit(do_not_specialize=["window", "n_heads", "group"])
+def _paged_prefill_fwd(
+    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, starts_ptr, o_ptr, lse_ptr,
+    qk_scale, window, n_heads, group,
+    stride_qt, stride_qh, stride_qd,
+    stride_kblk, stride_kslot, stride_kh, stride_kd,
+    stride_vblk, stride_vslot, stride_vh, stride_vd,
+    stride_tb,
+    stride_ot, stride_oh, stride_od,
+    stride_lt, stride_lh,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+):
+    start_m = tl.program_id(0)
+    off_bh = tl.program_id(1)
+    off_b = off_bh // n_heads
+    off_h = off_bh % n_heads
+    off_hkv = off_h // group
+    q_start = tl.load(starts_ptr + off_b)
+    n_q = tl.load(starts_ptr + off_b + 1) - q_start  # this sequence's new tokens
+    m0 = start_m * BLOCK_M
+    if m0 >= n_q:  # the grid covers the longest chunk; shorter ones have no rows here
+        return
+    n_k = tl.load(lens_ptr + off_b)  # keys in the cache, the new tokens' own included
+    shift = n_k - n_q  # new token i stands at key position p_i = i + shift
+    offs_m = m0 + tl.arange(0, BLOCK_M)
+    p_i = offs_m + shift
+
+    # The key range [lo, hi) this tile visits, the interior [full_lo, full_hi) where every pair is
+    # visible, and [lo_seen, hi_seen): keys some row of the tile sees (the only ones loaded).
+    lo = 0
+    lo_seen = 0
+    full_lo = 0
+    hi = n_k
+    full_hi = n_k // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        p_first = m0 + shift
+        p_last = m0 + BLOCK_M - 1 + shift
+        hi = tl.maximum(tl.minimum(n_k, p_last + 1), 0)
+        if WINDOWED:
+            lo_seen = tl.maximum(0, p_first - window + 1)
+            lo = lo_seen // BLOCK_N * BLOCK_N
+            full_lo = tl.maximum(0, p_last - window + 1)
+            full_lo = tl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, tl.maximum(hi, lo))
+        full_hi = tl.maximum(tl.minimum(n_k, p_first + 1), 0) // BLOCK_N * BLOCK_N
+        full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
+    hi_seen = hi
+
+    cols = tl.arange(0, HEAD_DIM)
+    row_ok = offs_m < n_q
+    q_mask = row_ok[:, None]
+    if D != HEAD_DIM:
+        q_mask = q_mask & (cols[None, :] < D)
+    rows64 = (q_start + offs_m).to(tl.int64)
+    q = tl.load(q_ptr + rows64[:, None] * stride_qt + off_h * stride_qh + cols[None, :] * stride_qd,
+                mask=q_mask, other=0.0)
+    m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
+    table = table_ptr + off_b.to(tl.int64) * stride_tb
+    k_head = k_ptr + off_hkv * stride_kh
+    v_head = v_ptr + off_hkv * stride_vh
+
+    acc, l_i, m_i = _paged_prefill_inner(  # the window's edge: masked
+        acc, l_i, m_i, q, k_head, v_head, table, p_i, lo, full_lo, lo_seen, hi_seen, window,
+        qk_scale, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION)
+    acc, l_i, m_i = _paged_prefill_inner(  # the interior: no mask at all
+        acc, l_i, m_i, q, k_head, v_head, table, p_i, full_lo, full_hi, lo_seen, hi_seen, window,
+        qk_scale, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, False, CAUSAL, WINDOWED, DOT_PRECISION)
+    acc, l_i, m_i = _paged_prefill_inner(  # the diagonal and the ragged end: masked
+        acc, l_i, m_i, q, k_head, v_head, table, p_i, full_hi, hi, lo_seen, hi_seen, window,
+        qk_scale, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION)
+
+    empty = l_i == 0.0
+    l_safe = tl.where(empty, 1.0, l_i)
+    out = acc / l_safe[:, None]
+    tl.store(o_ptr + rows64[:, None] * stride_ot + off_h * stride_oh + cols[None, :] * stride_od,
+             out.to(o_ptr.dtype.element_ty), mask=q_mask)
+    lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
+    tl.store(lse_ptr + rows64 * stride_lt + off_h * stride_lh, lse, mask=row_ok)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-configs>>[init]
+class DecodeConfig(NamedTuple):
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+class PrefillConfig(NamedTuple):
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+
+DECODE_TILE_BYTES = 16 * 1024  # one K tile: BLOCK_N keys of HEAD_DIM elements
+
+
+def decode_config(head_dim: int, elem_bytes: int) -> DecodeConfig:
+    """The decode kernel's tile: BLOCK_N keys of at most 16 KiB per K tile (16 to 128 keys).
+
+    head_dim is the padded (power-of-two) head dim of the tiles."""
+    if INTERPRET:
+        return DecodeConfig(16, 4, 1)
+    block_n = max(16, min(128, DECODE_TILE_BYTES // (head_dim * elem_bytes)))
+    return DecodeConfig(block_n, 4, 3)
+
+
+def prefill_config(head_dim: int, elem_bytes: int) -> PrefillConfig:
+    """The prefill kernel's tiles, by padded head dim and element size (from the H200 sweep at
+    d = 128, fp16; float32 is there for checking, not for speed)."""
+    if INTERPRET:
+        return PrefillConfig(16, 16, 4, 1)
+    if elem_bytes == 2 and head_dim <= 64:
+        return PrefillConfig(128, 64, 4, 3)
+    if elem_bytes == 2 and head_dim == 128:
+        return PrefillConfig(64, 64, 4, 3)
+    return PrefillConfig(64, 32, 8, 2)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-split-choice>>[init]
+PROGRAMS_PER_SM = 4  # aim for this many decode programs per SM (latency hiding, even waves)
+MIN_TILES_PER_SPLIT = 4  # a split shorter than this costs more to merge than it gains
+MAX_SPLITS = 256
+
+
+def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: int,
+                      num_sms: int) -> int:
+    """Splits of the context per (sequence, kv head) so that the grid fills the GPU.
+
+    batch * n_kv_heads programs already fill `PROGRAMS_PER_SM` per SM: no split. Otherwise as many
+    splits as bring the grid there, but none shorter than `MIN_TILES_PER_SPLIT` tiles.
+    """
+    programs = batch * n_kv_heads
+    target = PROGRAMS_PER_SM * num_sms
+    if programs >= target:
+        return 1
+    tiles = triton.cdiv(max(context_len, 1), block_n)
+    return max(1, min(triton.cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    if INTERPRET:
+        return 4  # the interpreter has no SMs: split as for a small GPU, so the tests split too
+    return torch.cuda.get_device_properties(device).multi_processor_count
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-validate>>[init]
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (
+            hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
+    return value
+
+
+def _check_tensor(name: str, t: object, rank: int, shape_doc: str) -> torch.Tensor:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != rank:
+        raise ValueError(f"{name} must have rank {rank} {shape_doc}, got shape {tuple(t.shape)}")
+    return t
+
+
+def _check_device_and_dtype(q: torch.Tensor, *others: torch.Tensor) -> None:
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
+    if any(t.device != q.device for t in others):
+        raise ValueError("q, the pools, block_tables and context_lens must be on one device, got "
+                         + ", ".join(str(t.device) for t in (q, *others)))
+    if torch.is_grad_enabled() and q.requires_grad:
+        raise ValueError("paged attention is forward-only: call it under torch.no_grad() or on "
+                         "tensors that do not require grad")
+    if INTERPRET:
+        if q.dtype == torch.bfloat16:
+            raise ValueError("bfloat16 is refused under TRITON_INTERPRET=1: Triton's interpreter "
+                             "computes it wrongly. Use float16 or float32 on the CPU")
+        if q.device.type != "cpu":
+            raise ValueError(f"under TRITON_INTERPRET=1 the kernels take CPU tensors, got device "
+                             f"{q.device}")
+    elif q.device.type != "cuda":
+        raise ValueError(f"paged attention needs CUDA tensors, got device {q.device}. Without a "
+                         "GPU, set TRITON_INTERPRET=1 before triton is imported")
+
+
+def _check_head_dim(d: int) -> None:
+    if not (16 <= d <= 256 and d % 8 == 0):
+        raise ValueError(f"head_dim must be a multiple of 8 in [16, 256], got d={d}")
+
+
+def _check_pools(q_heads: int, d: int, dtype: torch.dtype, k_pool: torch.Tensor,
+                 v_pool: torch.Tensor) -> tuple[int, int]:
+    """Pools (num_blocks, block_size, Hkv, d); return (Hkv, block_size)."""
+    for name, t in (("k_pool", k_pool), ("v_pool", v_pool)):
+        _check_tensor(name, t, 4, "(num_blocks, block_size, Hkv, d)")
+    if k_pool.shape != v_pool.shape:
+        raise ValueError(f"k_pool and v_pool must have the same shape, got "
+                         f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
+    if not (k_pool.dtype == v_pool.dtype == dtype):
+        raise ValueError(f"q and the pools must share one dtype, got {dtype}, {k_pool.dtype}, "
+                         f"{v_pool.dtype}")
+    num_blocks, block_size, hkv, dk = k_pool.shape
+    if dk != d:
+        raise ValueError(f"head_dim mismatch: q has d={d}, the pools "
+                         f"{tuple(k_pool.shape)} have d={dk}")
+    if num_blocks < 1:
+        raise ValueError(f"the pools hold no block: shape {tuple(k_pool.shape)}")
+    if block_size not in (8, 16, 32, 64, 128):
+        raise ValueError(f"block_size must be a power of two in [8, 128], got {block_size} "
+                         f"(pools {tuple(k_pool.shape)})")
+    if q_heads % hkv:
+        raise ValueError(f"query heads Hq={q_heads} must be a multiple of kv heads Hkv={hkv} "
+                         f"(pools {tuple(k_pool.shape)})")
+    return hkv, block_size
+
+
+def _check_table(block_tables: torch.Tensor, context_lens: torch.Tensor, batch: int) -> None:
+    _check_tensor("block_tables", block_tables, 2, "(B, max_blocks)")
+    _check_tensor("context_lens", context_lens, 1, "(B,)")
+    for name, t in (("block_tables", block_tables), ("context_lens", context_lens)):
+        if t.dtype != torch.int32:
+            raise ValueError(f"{name} must be int32, got {t.dtype}")
+    if block_tables.shape[0] != batch or context_lens.shape[0] != batch:
+        raise ValueError(f"batch mismatch: B={batch}, block_tables {tuple(block_tables.shape)}, "
+                         f"context_lens {tuple(context_lens.shape)}")
+    if block_tables.shape[1] < 1:
+        raise ValueError(f"block_tables has no column: shape {tuple(block_tables.shape)}")
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-wrapper>>[init]
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-interface>>[init]
+def paged_decode(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    *,
+    max_context_len: int | None = None,
+    num_splits: int | None = None,
+    window: int | None = None,
+    scale: float | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Decode attention: one new query token per sequence against its paged KV cache.
+
+    q: (B, Hq, d), the token at key position context_lens[b] - 1 (its own K/V already written).
+    k_pool, v_pool: (num_blocks, block_size, Hkv, d), block_size a power of two in [8, 128].
+    block_tables: (B, max_blocks) int32, the physical block of each logical block; entries past a
+    context (or before a window) are never read and may be -1. context_lens: (B,) int32, from 0
+    to max_blocks * block_size. max_context_len: a host int >= max(context_lens) that sets the
+    split without a device sync (computed, with one sync, when omitted). num_splits overrides
+    the split of each context across programs. window=W keeps the W latest keys.
+    float16 / bfloat16 / float32 (no bfloat16 under the interpreter); d a multiple of 8 in
+    [16, 256].
+
+    Returns O: (B, Hq, d) in q's dtype and, with return_lse, the natural-log lse (B, Hq) in
+    float32: the last query row of attention_ref(causal=True, window=W). A context of length 0
+    gives zeros and lse = -inf.
+    """
+# ~/~ end
+    _check_tensor("q", q, 3, "(B, Hq, d)")
+    b, hq, d = q.shape
+    _check_device_and_dtype(q, k_pool, v_pool, block_tables, context_lens)
+    _check_head_dim(d)
+    hkv, block_size = _check_pools(hq, d, q.dtype, k_pool, v_pool)
+    _check_table(block_tables, context_lens, b)
+    check_mask_args(True, window)
+    tau = resolve_scale(scale, d)
+    capacity = block_tables.shape[1] * block_size
+    if max_context_len is None:
+        lo, hi = torch.stack((context_lens.min(), context_lens.max())).tolist()  # one sync
+        if lo < 0 or hi > capacity:
+            raise ValueError(f"context_lens must lie in [0, {capacity}] (max_blocks x "
+                             f"block_size), got min {lo}, max {hi}")
+        max_context_len = hi
+    _check_int("max_context_len", max_context_len, 0, capacity)
+    if num_splits is not None:
+        _check_int("num_splits", num_splits, 1, MAX_SPLITS)
+    o, lse = _decode(q, k_pool, v_pool, block_tables, context_lens, paged=True, n_k=0,
+                     strides_k=k_pool.stride(), strides_v=v_pool.stride(), block_size=block_size,
+                     n_kv_heads=hkv, max_context_len=max_context_len, num_splits=num_splits,
+                     window=window, tau=tau)
+    return (o, lse) if return_lse else o
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-contiguous>>[init]
+def decode_contiguous(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    window: int | None,
+    tau: float,
+    num_splits: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The decode kernel on a contiguous cache k, v: (B, Hkv, N, d), read in place: sequence b is
+    'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d); inputs checked by
+    the caller (minimodel.attention). Returns (O (B, Hq, d), lse (B, Hq))."""
+    _check_device_and_dtype(q, k, v)
+    _check_head_dim(q.shape[-1])
+    if num_splits is not None:
+        _check_int("num_splits", num_splits, 1, MAX_SPLITS)
+    n_k = k.shape[2]
+    # pool strides (block, slot, head, d) of the contiguous layout (B, Hkv, N, d)
+    sk = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
+    sv = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
+    return _decode(q, k, v, q, q, paged=False, n_k=n_k, strides_k=sk, strides_v=sv,
+                   block_size=16, n_kv_heads=k.shape[1], max_context_len=n_k,
+                   num_splits=num_splits, window=window, tau=tau)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
+def _decode(q, k, v, block_tables, context_lens, *, paged, n_k, strides_k, strides_v, block_size,
+            n_kv_heads, max_context_len, num_splits, window, tau, out=None, workspace=None):
+    """Launch the decode kernel (and the merge when the context is split). `out` = (O, lse) and
+    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given
+    preallocated (as a CUDA graph needs); they are allocated here otherwise."""
+    b, hq, d = q.shape
+    head_dim = max(16, triton.next_power_of_2(d))
+    cfg = decode_config(head_dim, q.element_size())
+    keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
+    if num_splits is None:
+        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, _num_sms(q.device))
+    split_len = triton.cdiv(triton.cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
+    group = hq // n_kv_heads
+    if out is None:
+        out = (torch.empty((b, hq, d), dtype=q.dtype, device=q.device),
+               torch.empty((b, hq), dtype=torch.float32, device=q.device))
+    o, lse = out
+    if num_splits == 1:  # one program per (sequence, kv head) writes the result itself
+        o_dst, lse_dst = o, lse
+        so = (o.stride(0), o.stride(1), 0, o.stride(2))
+        sl = (lse.stride(0), lse.stride(1), 0)
+    else:  # partial (O_u, lse_u) per split, merged below
+        if workspace is None:
+            workspace = (torch.empty((b, hq, num_splits, d), dtype=torch.float32, device=q.device),
+                         torch.empty((b, hq, num_splits), dtype=torch.float32, device=q.device))
+        o_dst, lse_dst = workspace
+        so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
+        sl = lse_dst.stride()
+    _paged_decode_fwd[(b * n_kv_heads, num_splits)](
+        q, k, v, block_tables, context_lens, o_dst, lse_dst,
+        tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group,
+        *q.stride(), *strides_k, *strides_v, block_tables.stride(0) if paged else 0,
+        *so, *sl,
+        D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, triton.next_power_of_2(group)),
+        BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if num_splits > 1:
+        _merge_splits[(b * hq,)](
+            o_dst, lse_dst, o, lse, num_splits, hq,
+            *o_dst.stride(), *lse_dst.stride(), *o.stride(), *lse.stride(),
+            D=d, HEAD_DIM=head_dim, BLOCK_S=16, num_warps=4,
+        )
+    return o, lse
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-wrapper>>[init]
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-interface>>[init]
+def paged_prefill(
+    q: torch.Tensor,
+    k_pool: torch.Tensor,
+    v_pool: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    *,
+    max_query_len: int | None = None,
+    causal: bool = True,
+    window: int | None = None,
+    scale: float | None = None,
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """Prefill attention: a chunk of new tokens per sequence against its paged KV cache.
+
+    q: (total_q, Hq, d), the new tokens of all sequences packed along dim 0: sequence b's are
+    rows query_start_loc[b] to query_start_loc[b + 1] - 1 (query_start_loc: (B + 1,) int32,
+    rising from 0 to total_q; a sequence may have none). Their K/V are already in the pools:
+    new token i of sequence b stands at key position context_lens[b] - n_b + i (n_b its count),
+    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens as for
+    paged_decode. max_query_len: a host int >= every n_b (rows past it are not computed),
+    found with one device sync when omitted. causal and window=W as attention_ref has them.
+
+    Returns O: (total_q, Hq, d) in q's dtype and, with return_lse, the natural-log lse
+    (total_q, Hq) in float32. A row that sees no key (more new tokens than keys, an empty
+    context) gives zeros and lse = -inf.
+    """
+# ~/~ end
+    _check_tensor("q", q, 3, "(total_q, Hq, d)")
+    total_q, hq, d = q.shape
+    _check_device_and_dtype(q, k_pool, v_pool, block_tables, context_lens, query_start_loc)
+    _check_head_dim(d)
+    hkv, block_size = _check_pools(hq, d, q.dtype, k_pool, v_pool)
+    _check_tensor("query_start_loc", query_start_loc, 1, "(B + 1,)")
+    if query_start_loc.dtype != torch.int32:
+        raise ValueError(f"query_start_loc must be int32, got {query_start_loc.dtype}")
+    b = query_start_loc.shape[0] - 1
+    if b < 1:
+        raise ValueError(f"query_start_loc must hold B + 1 >= 2 offsets, got shape "
+                         f"{tuple(query_start_loc.shape)}")
+    _check_table(block_tables, context_lens, b)
+    check_mask_args(causal, window)
+    tau = resolve_scale(scale, d)
+    capacity = block_tables.shape[1] * block_size
+    if max_query_len is None:
+        starts = query_start_loc.long()
+        facts = torch.stack((starts[0], starts[-1], (starts[1:] - starts[:-1]).min(),
+                             (starts[1:] - starts[:-1]).max(), context_lens.min().long(),
+                             context_lens.max().long())).tolist()  # one sync
+        first, last, shortest, longest, ctx_lo, ctx_hi = facts
+        if first != 0 or last != total_q or shortest < 0:
+            raise ValueError(f"query_start_loc must rise from 0 to total_q={total_q}, got first "
+                             f"{first}, last {last}, smallest step {shortest}")
+        if ctx_lo < 0 or ctx_hi > capacity:
+            raise ValueError(f"context_lens must lie in [0, {capacity}] (max_blocks x "
+                             f"block_size), got min {ctx_lo}, max {ctx_hi}")
+        max_query_len = longest
+    _check_int("max_query_len", max_query_len, 0, total_q)
+    head_dim = max(16, triton.next_power_of_2(d))
+    cfg = prefill_config(head_dim, q.element_size())
+    o = torch.empty_like(q)
+    lse = torch.empty((total_q, hq), dtype=torch.float32, device=q.device)
+    if max_query_len > 0:
+        grid = (triton.cdiv(max_query_len, cfg.block_m), b * hq)
+        _paged_prefill_fwd[grid](
+            q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
+            tau * LOG2E, window or 0, hq, hq // hkv,
+            *q.stride(), *k_pool.stride(), *v_pool.stride(), block_tables.stride(0),
+            *o.stride(), *lse.stride(),
+            D=d, HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, CAUSAL=causal,
+            WINDOWED=window is not None,
+            DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        )
+    return (o, lse) if return_lse else o
+# ~/~ end
+# ~/~ end
