@@ -7,12 +7,14 @@ through: add the test that catches it (or explain on the page why the change is 
     .venv/bin/python scripts/mutate.py --only flash    # the mutants whose name contains "flash"
     .venv/bin/python scripts/mutate.py --list
 
-Each mutant runs in a scratch copy of src/, tests/ and exercises/, so the working tree is never
-touched; a mutant whose text is no longer in its file is reported as stale (the code moved on:
+The mutants are data, in scripts/mutants.json. Each runs in a scratch copy of src/, tests/ and
+exercises/, so the working tree is never touched; a mutant whose text is no longer in its file
+is reported as stale (the code moved on:
 update the list), never silently skipped. Writes nothing but its report (stdout, and --out).
 """
 
 import argparse
+import functools
 import json
 import shutil
 import subprocess
@@ -32,89 +34,17 @@ class Mutant:
     old: str  # text that must occur exactly once in the file
     new: str
     tests: tuple[str, ...]  # the test files that should catch it
+    gpu_only: str = ""  # why only a GPU run can catch it (then skipped on a CPU)
 
 
-FLASH_TESTS = ("tests/test_attention_flash.py", "tests/test_attention_flash_solution.py")
-F = "src/minimodel/attention_flash.py"
-R = "src/minimodel/roofline.py"
-G = "src/minimodel/minigpt.py"
-S = "src/minimodel/online_softmax.py"
-REF = "src/minimodel/reference.py"
-BYTES_TESTS = ("tests/test_flash_bytes.py", "tests/test_roofline.py",
-               "tests/test_roofline_bytes.py", "tests/test_kv_cache_bytes.py")
-
-MUTANTS = [
-    # the Flash kernel (Lab 02): each of the four tile-run bounds, the dot precision, the checks
-    Mutant("flash-lo-one-tile-late", F,
-           "lo = tl.maximum(0, pos_first - window + 1) // BLOCK_N * BLOCK_N",
-           "lo = (tl.maximum(0, pos_first - window + 1) // BLOCK_N + 1) * BLOCK_N", FLASH_TESTS),
-    Mutant("flash-full-lo-one-key-early", F,
-           "full_lo = tl.maximum(0, pos_last - window + 1)",
-           "full_lo = tl.maximum(0, pos_last - window)", FLASH_TESTS),
-    Mutant("flash-full-hi-one-key-late", F,
-           "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N",
-           "full_hi = tl.maximum(tl.minimum(n_k, pos_first + 2), 0) // BLOCK_N * BLOCK_N",
-           FLASH_TESTS),
-    Mutant("flash-hi-one-key-short", F,
-           "hi = tl.maximum(tl.minimum(n_k, pos_last + 1), 0)",
-           "hi = tl.maximum(tl.minimum(n_k, pos_last), 0)", FLASH_TESTS),
-    Mutant("flash-window-mask-off-by-one", F,
-           "visible &= j > pos_i[:, None] - window", "visible &= j >= pos_i[:, None] - window",
-           FLASH_TESTS),
-    Mutant("flash-causal-mask-off-by-one", F,
-           "visible &= j <= pos_i[:, None]", "visible &= j < pos_i[:, None]", FLASH_TESTS),
-    Mutant("flash-empty-row-guard-dropped", F,
-           'm_use = tl.where(m_new == float("-inf"), 0.0, m_new)', "m_use = m_new", FLASH_TESTS),
-    Mutant("flash-rescale-dropped", F, "acc = acc * alpha[:, None]", "acc = acc", FLASH_TESTS),
-    Mutant("flash-tf32-for-fp32", F, 'DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32"',
-           'DOT_PRECISION="tf32"', FLASH_TESTS),
-    Mutant("flash-stride-check-removed", F, "if t.stride(-1) != 1 or not strides_ok or",
-           "if t.stride(-1) != 1 or", FLASH_TESTS),
-    Mutant("flash-smem-counts-only-k", F,
-           "return elem * head_dim * (block_m + 2 * stages * block_n)",
-           "return elem * head_dim * (block_m + stages * block_n)", FLASH_TESTS),
-    # the byte model
-    Mutant("bytes-causal-hi-off-by-one", R,
-           "hi = max(min(nk, pos_last + 1), 0)  # keys past pos_last: invisible to the whole tile",
-           "hi = max(min(nk, pos_last), 0)  # keys past pos_last: invisible to the whole tile",
-           BYTES_TESTS),
-    Mutant("bytes-layer-weights-ignore-gqa", R,
-           "weights = 2 * d_model * d_model + 2 * d_model * d_kv + 2 * mlp_ratio * d_model**2",
-           "weights = 4 * d_model * d_model + 2 * mlp_ratio * d_model**2", BYTES_TESTS),
-    Mutant("ceilings-bandwidth-reads-only", R, "bandwidth=2 * src.nbytes / copy_s",
-           "bandwidth=src.nbytes / copy_s", ("tests/test_roofline.py",)),
-    # MiniGPT
-    Mutant("minigpt-pre-norm-dropped", G,
-           "x = x + self.attn(self.norm1(x), positions, cache, attn)",
-           "x = x + self.attn(x, positions, cache, attn)", ("tests/test_minigpt.py",)),
-    Mutant("minigpt-final-norm-dropped", G, "return self.norm(x) @ self.tok.weight.T",
-           "return x @ self.tok.weight.T", ("tests/test_minigpt.py",)),
-    Mutant("minigpt-int32-tokens-accepted", G,
-           "if tokens.dim() != 2 or tokens.dtype != torch.long:",
-           "if tokens.dim() != 2 or tokens.dtype not in (torch.long, torch.int32):",
-           ("tests/test_minigpt.py",)),
-    # validation
-    Mutant("softmax-bool-logit-accepted", S,
-           "    if isinstance(x, bool) or not isinstance(x, Real):",
-           "    if not isinstance(x, Real):", ("tests/test_online_softmax.py",)),
-    Mutant("softmax-bool-state-accepted", S,
-           "            if isinstance(value, bool) or not isinstance(value, Real):",
-           "            if not isinstance(value, Real):", ("tests/test_online_softmax.py",)),
-    Mutant("softmax-rescale-nan-guard-dropped", S,
-           "if math.isnan(m_old) or math.isnan(m_new) or m_new < m_old:", "if m_new < m_old:",
-           ("tests/test_online_softmax.py",)),
-    Mutant("reference-integer-dtypes-accepted", REF, "        if not t.dtype.is_floating_point:",
-           "        if False:", ("tests/test_reference.py",)),
-    Mutant("reference-non-bool-causal-accepted", REF, "    if not isinstance(causal, bool):",
-           "    if False:", ("tests/test_reference.py",)),
-    Mutant("reference-zero-scale-accepted", REF, "if not (math.isfinite(scale) and scale > 0):",
-           "if not (math.isfinite(scale) and scale >= 0):", ("tests/test_reference.py",)),
-    Mutant("reference-zero-lengths-accepted", REF, "    if nq < 1 or nk < 1:",
-           "    if nq < 0 or nk < 0:", ("tests/test_reference.py",)),
-]
+MUTANTS = [Mutant(**{k: tuple(v) if k == "tests" else v for k, v in row.items()})
+           for row in json.loads((ROOT / "scripts/mutants.json").read_text())["mutants"]]
 
 
 def run(mutant: Mutant, keep_going: bool) -> dict:
+    if mutant.gpu_only and not has_cuda():
+        return {"name": mutant.name, "result": "needs a GPU", "seconds": 0.0,
+                "detail": mutant.gpu_only}
     text = (ROOT / mutant.path).read_text()
     if text.count(mutant.old) != 1:
         found = text.count(mutant.old)
@@ -143,6 +73,13 @@ def run(mutant: Mutant, keep_going: bool) -> dict:
             "detail": summary}
 
 
+@functools.cache
+def has_cuda() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True)
+    return probe.stdout.strip() == "True"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", help="run the mutants whose name contains this")
@@ -163,7 +100,7 @@ def main() -> None:
         row = run(mutant, args.keep_going)
         report.append(row)
         print(f"{row['result']} ({row['seconds']:.0f} s): {row['detail']}", flush=True)
-    survivors = [r["name"] for r in report if r["result"] != "caught"]
+    survivors = [r["name"] for r in report if r["result"] not in ("caught", "needs a GPU")]
     print(f"\n{len(report) - len(survivors)} of {len(report)} mutants caught"
           + (f"; not caught: {', '.join(survivors)}" if survivors else ""))
     if args.out:

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from minimodel.reference import attention_ref
+from minimodel.reference import attention_ref, visible_mask
 
 
 # ~/~ begin <<docs/foundations.md#reference-check-sdpa>>[init]
@@ -127,12 +127,22 @@ def _qkv(q_shape=(1, 2, 4, 8), kv_shape=(1, 2, 4, 8)):
         (_qkv(), {"causal": True, "window": 2.5}, r"window must be an int"),
         (_qkv(), {"scale": float("nan")}, r"scale must be finite and positive, got nan"),
         (_qkv(), {"scale": -0.5}, r"scale must be finite and positive, got -0.5"),
+        (_qkv(), {"scale": 0.0}, r"scale must be finite and positive, got 0.0"),
+        (_qkv(), {"causal": 1}, r"causal must be a bool, got 1"),
+        ((torch.ones(1, 2, 4, 8, dtype=torch.int32), *_qkv()[1:]), {},
+         r"q must be a floating-point tensor, got dtype torch.int32"),
         (_qkv(q_shape=(1, 2, 0, 8)), {}, r"q must not be empty"),
     ],
 )
 def test_bad_input_raises_with_the_offending_value(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         attention_ref(*args, **kwargs)
+
+
+@pytest.mark.parametrize(("nq", "nk"), [(0, 4), (4, 0)])
+def test_visible_mask_refuses_empty_lengths(nq, nk):
+    with pytest.raises(ValueError, match=rf"nq and nk must be >= 1, got nq={nq}, nk={nk}"):
+        visible_mask(nq, nk, causal=True)
 
 
 def test_mixed_dtypes_raise():
