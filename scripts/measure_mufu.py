@@ -114,7 +114,10 @@ def sample_clock(samples: list[float], stop: threading.Event) -> None:
 
 
 def commit() -> str:
-    """The short commit of the tree, with "-dirty" if it has uncommitted changes."""
+    """The short commit of the tree, with "-dirty" if it has uncommitted changes. A copy of the
+    tree whose .git is not its own (the device machine's) passes it as MINIMODEL_COMMIT."""
+    if os.environ.get("MINIMODEL_COMMIT"):
+        return os.environ["MINIMODEL_COMMIT"]
     try:
         git = ["git", "-C", str(ROOT)]
         head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], text=True,
