@@ -130,6 +130,7 @@ def test_a_learner_file_missing_a_name_is_reported(tmp_path):
     assert "online_softmax.py lacks rescale_factor, SoftmaxState" in result.stderr
 
 
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed here")
 def test_make_exercise_copies_the_skeletons_and_never_overwrites(tmp_path):
     mywork = tmp_path / "mywork"
     make = ["make", "--no-print-directory", "exercise", "LAB=00", f"MYWORK={mywork}"]
