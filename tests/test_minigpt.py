@@ -73,6 +73,34 @@ def test_cache_bytes_follow_the_formula():
     assert stored.lengths == [0, 5] and stored.nbytes() == 2 * 3 * 2 * config.head_dim * 5 * 4
 
 
+def test_forward_matches_an_independent_computation():
+    """The model written out again from its parameters with torch.nn.functional and torch's own
+    SDPA (K and V repeated per group): pre-norm blocks, the GELU MLP, the final LayerNorm and the
+    tied head. Comparing the model with itself through another path would miss a change made to
+    both paths; this would not."""
+    torch.manual_seed(0)
+    c = MiniGPTConfig(vocab_size=50, max_seq_len=32, n_kv_heads=2)
+    model = MiniGPT(c).double().eval()
+    with torch.no_grad():
+        for norm in [model.norm, *(n for b in model.blocks for n in (b.norm1, b.norm2))]:
+            norm.weight.uniform_(0.5, 1.5), norm.bias.uniform_(-0.5, 0.5)  # not the identity
+    tokens = torch.randint(0, 50, (2, 20))
+    f, g, shape = torch.nn.functional, c.n_heads // c.n_kv_heads, (c.d_model,)
+    x = model.tok.weight[tokens] + model.pos.weight[:20]
+    for b in model.blocks:
+        h = f.layer_norm(x, shape, b.norm1.weight, b.norm1.bias)
+        q = (h @ b.attn.wq.weight.T).view(2, 20, c.n_heads, c.head_dim).transpose(1, 2)
+        kv = (h @ b.attn.wkv.weight.T).view(2, 20, 2, c.n_kv_heads, c.head_dim)
+        k, v = (kv[:, :, i].transpose(1, 2).repeat_interleave(g, dim=1) for i in (0, 1))
+        o = f.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + o.transpose(1, 2).reshape(2, 20, -1) @ b.attn.wo.weight.T
+        h = f.layer_norm(x, shape, b.norm2.weight, b.norm2.bias)
+        x = x + b.mlp[2](f.gelu(b.mlp[0](h)))
+    logits = f.layer_norm(x, shape, model.norm.weight, model.norm.bias) @ model.tok.weight.T
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), logits)
+
+
 def test_bad_positions_caches_and_configs_raise():
     config = MiniGPTConfig(vocab_size=10, max_seq_len=8)
     model, cache = MiniGPT(config), KVCache(config, batch=1)
@@ -90,6 +118,8 @@ def test_bad_positions_caches_and_configs_raise():
         (lambda: model(zeros, at(0, 2), KVCache(MiniGPTConfig(vocab_size=10), batch=1)),
          r"the cache was built for"),
         (lambda: model(torch.tensor([[10]])), r"token ids must lie in \[0, 10\)"),
+        (lambda: model(zeros.int()), r"tokens must be \(B, n\) int64, got shape \(1, 2\) "
+                                     r"torch.int32"),
         (lambda: MiniGPTConfig(vocab_size=10, n_kv_heads=3),
          r"n_heads=4 must be a multiple of n_kv_heads=3"),
         (lambda: MiniGPTConfig(vocab_size=10, window=0), r"window must be None or a positive int"),

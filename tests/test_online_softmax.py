@@ -188,6 +188,9 @@ def test_rescale_factor_cases():
     assert rescale_factor(-1e308, 1e308) == 0.0  # the difference rounds to -inf
     with pytest.raises(ValueError, match=r"m_new >= m_old.*m_old=2.0, m_new=1.0"):
         rescale_factor(2.0, 1.0)
+    for m_old, m_new in [(math.nan, 1.0), (1.0, math.nan)]:  # e^NaN would be returned
+        with pytest.raises(ValueError, match=r"m_new >= m_old"):
+            rescale_factor(m_old, m_new)
 
 
 @pytest.mark.parametrize(
@@ -199,6 +202,8 @@ def test_rescale_factor_cases():
         (0.0, 0.0, r"l == 0 exactly when m == -inf.*m=0.0, l=0.0"),
         (-INF, 1.0, r"l == 0 exactly when m == -inf.*m=-inf, l=1.0"),
         ("0", 1.0, r"SoftmaxState.m must be a real number"),
+        (True, 1.0, r"SoftmaxState.m must be a real number, got True"),
+        (0.0, True, r"SoftmaxState.l must be a real number, got True"),
     ],
 )
 def test_impossible_states_raise(m_value, l_value, match):

@@ -3,6 +3,8 @@
 
 import pytest
 
+from minimodel import roofline
+from minimodel.minigpt import Block, MiniGPTConfig
 from minimodel.reference import visible_mask
 from minimodel.roofline import (
     HARDWARE,
@@ -146,5 +148,20 @@ def test_plot_places_labels_apart(tmp_path):
 def test_bad_input_raises(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_layer_weights_are_the_model_s_own_matrices():
+    # MiniGPT's block holds W_q, W_kv (2 Hkv d columns: GQA shrinks it), W_o and the MLP's two
+    # matrices; a decode step reads each once.
+    config = MiniGPTConfig(vocab_size=10, d_model=64, n_heads=8, n_kv_heads=2)
+    matrices = sum(p.numel() for p in Block(config, 0).parameters() if p.dim() == 2)
+    assert decoder_layer_costs(64, 8, 2, 16, elem_bytes=2).weight_bytes == 2 * matrices
+
+
+def test_measured_bandwidth_counts_reads_and_writes(monkeypatch):
+    monkeypatch.setattr(roofline, "_median_seconds", lambda fn, device, reps: 0.5)
+    ceilings = measure_ceilings("cpu", matmul_n=32, copy_bytes=4096, reps=1)
+    assert ceilings.bandwidth == 2 * 4096 / 0.5  # a copy reads every byte and writes it
+    assert ceilings.peak_flops == 2 * 32**3 / 0.5
 # ~/~ end
 # ~/~ end
