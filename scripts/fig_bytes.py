@@ -122,8 +122,10 @@ def case_totals(data: dict) -> dict[str, dict]:
 
 def summary_table(data: dict) -> str:
     """Per case, the kernels summed: the Results page's short version of Lab 01's table."""
-    header = ["N", "implementation", "heads", "kernels", "DRAM model (MiB)", "DRAM measured",
-              "ratio", "L2→SM tiled model", "L2→SM measured", "ratio", "DRAM, warm"]
+    # MiB throughout: device memory (DRAM) against the compulsory model, L2 to the SMs against
+    # the tiled one, and DRAM again with warm caches
+    header = ["N", "kernel", "heads", "kernels", "DRAM model", "DRAM meas.", "ratio",
+              "L2→SM model", "L2→SM meas.", "ratio", "warm DRAM"]
     body = []
     for t in case_totals(data).values():
         c = t["case"]

@@ -357,8 +357,10 @@ def table(pts: list[dict]) -> str:
     from figlib import h200_measured, markdown_table
 
     roof = h200_measured()
-    header = ["implementation", "heads", "phase", "I model (FLOP/B)", "attainable (TFLOP/s)",
-              "I measured", "TFLOP/s measured", "of the roof above", "device µs", "call µs"]
+    # I in FLOP/byte, rates in TFLOP/s; "of roof": the measured rate over the roof above the
+    # measured point; times per call, on the device (graph replay) and from Python
+    header = ["kernel", "heads", "phase", "I model", "roof", "I meas.", "TFLOP/s meas.",
+              "of roof", "device µs", "call µs"]
     body = [[LABEL[p["case"].impl], p["case"].heads, p["case"].phase, f"{p['i_model']:,.1f}",
              f"{p['rate_model'] / 1e12:,.1f}", f"{p['i_meas']:,.1f}",
              f"{p['rate_meas'] / 1e12:,.2f}",
