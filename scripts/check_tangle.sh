@@ -63,8 +63,10 @@ done
 
 for f in $(git ls-files "${TANGLED_DIRS[@]}"); do
   case "$f" in *__pycache__*) continue ;; esac
-  if printf '%s\n' "${HAND_WRITTEN[@]}" | grep -qx "$f"; then continue; fi
-  if ! printf '%s\n' $produced | grep -qx "$f"; then
+  # here-strings, not pipes: under pipefail, `printf | grep -q` fails at random when grep exits
+  # on an early match and printf dies of SIGPIPE
+  if grep -Fqx -- "$f" <<<"$(printf '%s\n' "${HAND_WRITTEN[@]}")"; then continue; fi
+  if ! grep -Fqx -- "$f" <<<"$produced"; then
     echo "check_tangle: $f is committed but produced by no page"; fail=1
   fi
 done
