@@ -1,6 +1,6 @@
 # ~/~ begin <<docs/lab/02-flash-triton.md#tests/test_attention_flash_solution.py>>[init]
 """Checks of this page's solution itself, beyond the task's interface: its configurations and
-shared-memory budget, the refusals its TMA loads need, its interpreter switch, and other tile
+shared-memory budget, the copies its TMA loads need, its interpreter switch, and other tile
 shapes (tangled from docs/lab/02-flash-triton.md; not run by `make check-mine`)."""
 
 import pytest
@@ -26,17 +26,71 @@ def test_shared_memory_counts_q_and_every_stage_of_k_and_v():
     assert attention_flash.smem_bytes(128, 64, 3, 64, 2) == 16 * 1024 + 3 * 2 * 8 * 1024
 
 
-@pytest.mark.parametrize(("make", "match"), [
-    (lambda: torch.randn(1, 2, 32, 8, device=DEVICE).transpose(-1, -2),
-     r"q has strides \(512, 256, 1, 8\).*unit stride along head_dim"),
-    (lambda: torch.randn(1 * 2 * 8 * 32 + 1, device=DEVICE)[1:].view(1, 2, 8, 32),
-     r"16-byte aligned start"),
-    (lambda: torch.randn(1, 2, 8, 34, device=DEVICE)[..., :32],  # rows 136 bytes apart
-     r"q has strides \(544, 272, 34, 1\).*16-byte multiples"),
+@pytest.fixture
+def described(monkeypatch):
+    """The data pointers of the tensors flash_attention hands to the TMA, in call order."""
+    pointers = []
+
+    def recording(t, head_dim):
+        pointers.append(t.data_ptr())
+        return describe(t, head_dim)
+
+    describe = attention_flash._descriptor
+    monkeypatch.setattr(attention_flash, "_descriptor", recording)
+    return pointers
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.randn(1, 2, 32, 8, device=DEVICE).transpose(-1, -2),  # head_dim stride 8
+    lambda: torch.randn(1 * 2 * 8 * 32 + 1, device=DEVICE)[1:].view(1, 2, 8, 32),  # start +4 B
+    lambda: torch.randn(1, 2, 8, 34, device=DEVICE)[..., :32],  # rows 136 bytes apart
 ])
-def test_layouts_the_tma_cannot_read_are_refused(make, match):
-    with pytest.raises(ValueError, match=match):
-        flash_attention(make(), *make_qkv(1, 2, 2, 8, 8, 32)[1:])
+def test_layouts_the_tma_cannot_read_are_copied(make, described):
+    q, (_, k, v) = make(), make_qkv(1, 2, 2, 8, 8, 32)
+    check_against_reference(q, k, v)
+    assert described[0] != q.data_ptr()  # q went through an aligned copy
+    assert described[1:3] == [k.data_ptr(), v.data_ptr()]  # k and v were fine as they were
+
+
+def test_rows_off_16_bytes_are_copied(described):
+    q, k, v = make_qkv(1, 2, 2, 8, 8, 20, dtype=torch.float16)  # rows of 40 bytes
+    check_against_reference(q, k, v)
+    assert not set(described[:3]) & {q.data_ptr(), k.data_ptr(), v.data_ptr()}
+
+
+def test_views_the_tma_can_read_are_read_in_place(described):
+    qkv = torch.randn(2, 40, 3, 4, 64, device=DEVICE)
+    transposed = [qkv[:, :, i].transpose(1, 2) for i in range(3)]  # (B, N, H, d) storage
+    packed = list(torch.randn(1, 2, 50, 3 * 48, device=DEVICE).split(48, dim=-1))
+    out = flash_attention(*make_qkv(1, 2, 2, 50, 50, 20, dtype=torch.float16))
+    padded = [out] + [torch.randn(1, 2, 50, 24, device=DEVICE).half()[..., :20] for _ in "kv"]
+    for q, k, v in (transposed, packed, padded):
+        described.clear()
+        check_against_reference(q, k, v, causal=True)
+        assert described[:3] == [q.data_ptr(), k.data_ptr(), v.data_ptr()]
+
+
+def test_output_is_contiguous_unless_its_rows_need_padding():
+    assert flash_attention(*make_qkv(1, 2, 2, 9, 9, 24)).is_contiguous()  # 96-byte rows
+    assert flash_attention(*make_qkv(1, 2, 2, 9, 9, 24, dtype=torch.float16)).is_contiguous()
+    out = flash_attention(*make_qkv(1, 2, 2, 9, 9, 20, dtype=torch.float16))  # 40-byte rows
+    assert out.shape == (1, 2, 9, 20) and out.stride() == (2 * 9 * 24, 9 * 24, 24, 1)
+
+
+def test_the_padding_past_d_is_never_read():
+    # q and k are the first 20 columns of rows of 24 whose last 4 are NaN: the TMA reads them
+    # in place, and a NaN read past d would poison every score
+    q, k, v = make_qkv(1, 2, 2, 40, 40, 20, dtype=torch.float16)
+    q_nan, k_nan = (torch.full((1, 2, 40, 24), float("nan"), dtype=torch.float16, device=DEVICE)
+                    for _ in range(2))
+    q_nan[..., :20], k_nan[..., :20] = q, k
+    check_against_reference(q_nan[..., :20], k_nan[..., :20], v, causal=True)
+
+
+@pytest.mark.parametrize(("d", "elem", "width"), [(1, 2, 8), (20, 2, 24), (24, 2, 24),
+                                                  (1, 4, 4), (20, 4, 20), (33, 4, 36)])
+def test_padded_width_makes_rows_of_16_bytes(d, elem, width):
+    assert attention_flash._padded_width(d, elem) == width
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

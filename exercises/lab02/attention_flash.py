@@ -27,11 +27,24 @@ def flash_attention(
     """FlashAttention forward: the function `attention_ref` specifies, in one Triton kernel.
 
     q: (B, Hq, Nq, d); k, v: (B, Hkv, Nk, d), Hq % Hkv == 0 (GQA/MQA read the shared kv head in
-    place). float16 / bfloat16 / float32 (no bfloat16 under the interpreter); d a multiple of 8
-    in [16, 256]. causal aligns bottom-right; window=W (causal only) keeps the W latest keys.
+    place). float16 / bfloat16 / float32 (no bfloat16 under the interpreter); any d in [1, 256].
+    causal aligns bottom-right; window=W (causal only) keeps the W latest keys; the default scale
+    is 1/sqrt(d).
 
-    Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
+    Any strides are accepted. The solution reads its tiles through the TMA: a view whose
+    head_dim has unit stride, whose other strides are multiples of 16 bytes and whose start is
+    16-byte aligned (a transposed (B, N, H, d) layout, one head of a packed QKV tensor) is read
+    in place, and any other input costs one copy into a contiguous buffer whose rows are padded
+    with zeros to a multiple of 16 bytes: a strided head_dim, an odd stride, an unaligned start,
+    and so a contiguous input whose d is not a multiple of 8 (16-bit) or 4 (float32).
+
+    Returns O: (B, Hq, Nq, d) in q's dtype (the solution's O is contiguous when a row of d
+    elements is a multiple of 16 bytes, else a view of the first d columns of such a padded
+    buffer: call .contiguous() for a copy) and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
+
+    Raises ValueError for d outside [1, 256], float64, inputs that require grad, a device the
+    kernel cannot run on, and the reference's own checks (ranks, shapes, masks, scale).
     """
 # ~/~ end
     raise NotImplementedError(

@@ -221,23 +221,42 @@ def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
             "flash_attention reads its tiles with tensor descriptors (the TMA), which need "
             f"compute capability 9.0 (Hopper) or newer; got {cc[0]}.{cc[1]} on {q.device}"
         )
-    if not (16 <= d <= 256 and d % 8 == 0):
-        raise ValueError(f"head_dim must be a multiple of 8 in [16, 256], got d={d}")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        strides_ok = all((s * t.element_size()) % 16 == 0 for s, n in zip(t.stride()[:-1],
-                                                                          t.shape[:-1],
-                                                                          strict=True) if n > 1)
-        if t.stride(-1) != 1 or not strides_ok or t.data_ptr() % 16:
-            raise ValueError(
-                f"{name} has strides {t.stride()} ({t.dtype}): the kernel reads tiles with the "
-                "TMA, which needs a unit stride along head_dim, 16-byte multiples for the other "
-                f"strides and a 16-byte aligned start. Pass {name}.contiguous()"
-            )
+    if not 1 <= d <= 256:
+        raise ValueError(f"head_dim must be in [1, 256], got d={d}")
+
+
+def _padded_width(d: int, elem: int) -> int:
+    """d rounded up so that a row of it fills a multiple of 16 bytes (the TMA's stride unit)."""
+    per = 16 // elem
+    return (d + per - 1) // per * per
+
+
+def _tma_ready(t: torch.Tensor) -> bool:
+    """Whether the TMA can read t in place: unit stride along head_dim, 16-byte multiples for
+    the other strides, a 16-byte aligned start. A dimension of size 1 is never stepped along, so
+    its stride does not matter (`_descriptor` gives it an aligned one)."""
+    elem = t.element_size()
+    strides_ok = all(s * elem % 16 == 0 for s, n in zip(t.stride()[:-1], t.shape[:-1], strict=True)
+                     if n > 1)
+    return (t.stride(-1) == 1 or t.shape[-1] == 1) and strides_ok and t.data_ptr() % 16 == 0
+
+
+def _tma_layout(t: torch.Tensor) -> torch.Tensor:
+    """t itself if the TMA can read it in place; else a copy the TMA can read: the first d
+    columns of a contiguous buffer whose rows are padded with zeros to a 16-byte multiple."""
+    if _tma_ready(t):
+        return t
+    d = t.shape[-1]
+    buf = t.new_zeros((*t.shape[:-1], _padded_width(d, t.element_size())))
+    buf[..., :d] = t
+    return buf[..., :d]
 
 
 def _descriptor(t: torch.Tensor, head_dim: int) -> TensorDescriptor:
-    """A (B, H, N, d) descriptor; a dimension of size 1 gets a harmless well-aligned stride."""
-    strides = [s if n > 1 else t.shape[-1] for s, n in zip(t.stride(), t.shape, strict=True)]
+    """A (B, H, N, d) descriptor of a `_tma_ready` tensor; the tile spans head_dim >= d columns,
+    and the TMA fills the columns past d with zeros (and drops them on a store)."""
+    aligned = _padded_width(t.shape[-1], t.element_size())  # for dimensions of size 1
+    strides = [s if n > 1 else aligned for s, n in zip(t.stride(), t.shape, strict=True)]
     strides[-1] = 1
     return TensorDescriptor(t, list(t.shape), strides, [1, 1, 16, head_dim])  # tile set per config
 # ~/~ end
@@ -258,20 +277,35 @@ def flash_attention(
     """FlashAttention forward: the function `attention_ref` specifies, in one Triton kernel.
 
     q: (B, Hq, Nq, d); k, v: (B, Hkv, Nk, d), Hq % Hkv == 0 (GQA/MQA read the shared kv head in
-    place). float16 / bfloat16 / float32 (no bfloat16 under the interpreter); d a multiple of 8
-    in [16, 256]. causal aligns bottom-right; window=W (causal only) keeps the W latest keys.
+    place). float16 / bfloat16 / float32 (no bfloat16 under the interpreter); any d in [1, 256].
+    causal aligns bottom-right; window=W (causal only) keeps the W latest keys; the default scale
+    is 1/sqrt(d).
 
-    Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
+    Any strides are accepted. The solution reads its tiles through the TMA: a view whose
+    head_dim has unit stride, whose other strides are multiples of 16 bytes and whose start is
+    16-byte aligned (a transposed (B, N, H, d) layout, one head of a packed QKV tensor) is read
+    in place, and any other input costs one copy into a contiguous buffer whose rows are padded
+    with zeros to a multiple of 16 bytes: a strided head_dim, an odd stride, an unaligned start,
+    and so a contiguous input whose d is not a multiple of 8 (16-bit) or 4 (float32).
+
+    Returns O: (B, Hq, Nq, d) in q's dtype (the solution's O is contiguous when a row of d
+    elements is a multiple of 16 bytes, else a view of the first d columns of such a padded
+    buffer: call .contiguous() for a copy) and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
+
+    Raises ValueError for d outside [1, 256], float64, inputs that require grad, a device the
+    kernel cannot run on, and the reference's own checks (ranks, shapes, masks, scale).
     """
 # ~/~ end
     b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
     check_mask_args(causal, window)
-    tau = resolve_scale(scale, d)
+    tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d, whatever the padding
     _check_kernel_inputs(q, k, v, d)
+    q, k, v = (_tma_layout(t) for t in (q, k, v))  # in place where the TMA can read them
     head_dim = max(16, triton.next_power_of_2(d))  # the tile's width; TMA zero-fills d..head_dim
 
-    o = torch.empty((b, hq, nq, d), dtype=q.dtype, device=q.device)
+    width = _padded_width(d, q.element_size())  # d itself unless a row of d is off 16 bytes
+    o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)[..., :d]
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
     grid = lambda meta: (triton.cdiv(nq, meta["BLOCK_M"]), b * hq)
     _attn_fwd_tuned[grid](

@@ -1,0 +1,421 @@
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#src/minimodel/attention_flash_hopper.py>>[init]
+"""FlashAttention forward with FlashAttention-3's schedule, written in Gluon for Hopper GPUs: a
+loader warp feeding K and V through mbarriers, two consumer warpgroups taking turns on the
+tensor cores, the next S = QK^T issued under the current softmax, a persistent grid.
+
+Tangled from docs/lab/02b-flash-hopper.md; edit the page, not this file.
+"""
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
+
+from minimodel.attention_flash import INTERPRET, LOG2E, _padded_width, _tma_layout
+from minimodel.reference import check_attention_inputs, check_mask_args, resolve_scale
+
+__all__ = ["flash_attention_hopper"]
+
+LN2 = gl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-work-item>>[init]
+@gluon.jit
+def _work_item(item, n_m, n_q, n_k, n_heads, group, window,
+               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+    """Work item `item`: its batch, head and kv head, first query row i0, key range [lo, hi) in
+    n_tiles key tiles, and the interior [full_lo, full_hi) where no pair is masked."""
+    off_bh = item // n_m  # consecutive items: the query tiles of one head (K, V stay in L2)
+    j = item % n_m
+    if CAUSAL:  # zigzag: items 2p and 2p + 1 of a head hold n_m + 1 key tiles together
+        start_m = gl.where(j % 2 == 0, n_m - 1 - j // 2, j // 2)
+    else:
+        start_m = n_m - 1 - j
+    off_b = off_bh // n_heads
+    off_h = off_bh % n_heads
+    off_hkv = off_h // group  # GQA: query head h reads kv head h // (Hq / Hkv)
+    i0 = start_m * BLOCK_M
+    shift = n_k - n_q  # query i stands at key position pos_i = i + shift
+    # The same bounds as part 1's kernel (flash-fwd-kernel), for the whole 128-row tile.
+    lo = 0
+    full_lo = 0
+    hi = n_k
+    full_hi = n_k // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        pos_first = i0 + shift
+        pos_last = i0 + BLOCK_M - 1 + shift
+        hi = gl.maximum(gl.minimum(n_k, pos_last + 1), 0)
+        if WINDOWED:
+            lo = gl.maximum(0, pos_first - window + 1) // BLOCK_N * BLOCK_N
+            full_lo = gl.maximum(0, pos_last - window + 1)
+            full_lo = gl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, gl.maximum(hi, lo))
+        full_hi = gl.maximum(gl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
+        full_hi = gl.minimum(gl.maximum(full_hi, full_lo), gl.maximum(hi, full_lo))
+    n_tiles = gl.maximum(hi - lo + BLOCK_N - 1, 0) // BLOCK_N
+    return off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-loader>>[init]
+@gluon.jit
+def _loader(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
+            v_ready, v_empty, n_q, n_k, n_heads, group, window, n_m, n_items,
+            BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
+            CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+    """The producer warp: per work item, Q once, then K_j and V_j into rings of STAGES slots."""
+    HALF: gl.constexpr = BLOCK_M // 2
+    kv = 0  # key tiles loaded so far over all items: slot kv % STAGES, round kv // STAGES
+    done = 0  # items done by this program
+    for pair in range(gl.program_id(0), (n_items + 1) // 2, gl.num_programs(0)):
+        for item in range(2 * pair, gl.minimum(2 * pair + 2, n_items)):
+            off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles = _work_item(
+                item, n_m, n_q, n_k, n_heads, group, window, BLOCK_M, BLOCK_N, CAUSAL,
+                WINDOWED)
+            mbarrier.wait(q_empty, (done & 1) ^ 1)  # both consumers are done with the last Q
+            mbarrier.expect(q_ready, 2 * desc_q.block_type.nbytes)
+            tma.async_copy_global_to_shared(desc_q, [off_b, off_h, i0, 0], q_ready,
+                                            q_smem.index(0))
+            tma.async_copy_global_to_shared(desc_q, [off_b, off_h, i0 + HALF, 0], q_ready,
+                                            q_smem.index(1))
+            for t in range(n_tiles):
+                slot = kv % STAGES
+                before = ((kv // STAGES) & 1) ^ 1  # the phase before this round's
+                start_n = lo + t * BLOCK_N
+                mbarrier.wait(k_empty.index(slot), before)  # K_{j-STAGES} is multiplied
+                mbarrier.expect(k_ready.index(slot), desc_k.block_type.nbytes)
+                tma.async_copy_global_to_shared(desc_k, [off_b, off_hkv, start_n, 0],
+                                                k_ready.index(slot), k_smem.index(slot))
+                mbarrier.wait(v_empty.index(slot), before)  # P~ V_{j-STAGES} is done
+                mbarrier.expect(v_ready.index(slot), desc_v.block_type.nbytes)
+                tma.async_copy_global_to_shared(desc_v, [off_b, off_hkv, start_n, 0],
+                                                v_ready.index(slot), v_smem.index(slot))
+                kv += 1
+            done += 1
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-softmax>>[init]
+@gluon.jit
+def _softmax_step(s, m_i, l_i, start_n, full_lo, full_hi, offs_n, pos_i, n_k, window, qk_scale,
+                  CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+    """The online softmax on raw scores s = q_i.k_j of the key tile at start_n: returns P~,
+    alpha_i, m'_i^new and l_i^new (m' in base-2 units, as in part 1)."""
+    if (start_n < full_lo) | (start_n + s.shape[1] > full_hi):  # a boundary tile: mask
+        j = start_n + offs_n[None, :]
+        visible = j < n_k
+        if CAUSAL:
+            visible = visible & (j <= pos_i[:, None])
+        if WINDOWED:
+            visible = visible & (j > pos_i[:, None] - window)
+        s = gl.where(visible, s, float("-inf"))
+    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)  # tau' > 0 commutes with max
+    m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
+    p_tilde = gl.exp2(s * qk_scale - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m'_i^new)
+    alpha = gl.exp2(m_i - m_use)  # alpha_i = 2^(m'_i - m'_i^new)
+    l_i = l_i * alpha + gl.sum(p_tilde, 1)  # l_i^new = alpha_i l_i + sum_j P~_ij
+    return p_tilde, alpha, m_new, l_i
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-consumer>>[init]
+@gluon.jit
+def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty,
+              v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
+              stride_lse_b, stride_lse_h,
+              WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
+              WINDOWED: gl.constexpr, PINGPONG: gl.constexpr):
+    """Consumer warpgroup WG: rows [i0 + 64 WG, i0 + 64 WG + 64) of every work item."""
+    HALF: gl.constexpr = BLOCK_M // 2
+    dtype: gl.constexpr = desc_o.dtype
+    # wgmma accumulators: S is 64 x BLOCK_N, acc is 64 x HEAD_DIM, one warpgroup along M
+    s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, BLOCK_N, 16])
+    o_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                       instr_shape=[16, HEAD_DIM, 16])
+    p_layout: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=o_layout, k_width=2)
+    row_s: gl.constexpr = gl.SliceLayout(1, s_layout)
+    row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
+    offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
+    s_zero = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
+    q = q_smem.index(WG).reshape([HALF, HEAD_DIM])
+    o_tile = o_smem.index(WG)
+
+    kv = 0  # key tiles consumed so far over all items
+    done = 0
+    turn_phase = 1 - WG  # warpgroup 0 takes the first turn
+    for pair in range(gl.program_id(0), (n_items + 1) // 2, gl.num_programs(0)):
+        for item in range(2 * pair, gl.minimum(2 * pair + 2, n_items)):
+            off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles = _work_item(
+                item, n_m, n_q, n_k, n_heads, group, window, BLOCK_M, BLOCK_N, CAUSAL,
+                WINDOWED)
+            i0 = i0 + WG * HALF
+            offs_m = i0 + gl.arange(0, HALF, layout=row_s)
+            pos_i = offs_m + (n_k - n_q)
+            m_i = gl.full([HALF], float("-inf"), gl.float32, layout=row_s)  # m'_i
+            l_i = gl.zeros([HALF], gl.float32, layout=row_s)  # l_i
+            acc = gl.zeros([HALF, HEAD_DIM], gl.float32, layout=o_layout)  # sum of P~ V
+            mbarrier.wait(q_ready, done & 1)
+            if n_tiles > 0:
+                # prologue: S_0 = Q K_0^T, then its softmax
+                slot = kv % STAGES
+                mbarrier.wait(k_ready.index(slot), (kv // STAGES) & 1)
+                k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+                s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)
+                s = warpgroup_mma_wait(0, deps=[s])
+                mbarrier.arrive(k_empty.index(slot))
+                p_tilde, alpha, m_i, l_i = _softmax_step(
+                    s, m_i, l_i, lo, full_lo, full_hi, offs_n, pos_i, n_k, window, qk_scale,
+                    CAUSAL, WINDOWED)
+                p = gl.convert_layout(p_tilde.to(dtype), p_layout)
+                for t in range(n_tiles - 1):
+                    cur = (kv + t) % STAGES
+                    nxt = (kv + t + 1) % STAGES
+                    if PINGPONG:  # issue only in this warpgroup's turn
+                        mbarrier.wait(turn.index(WG), turn_phase)
+                        turn_phase ^= 1
+                    mbarrier.wait(k_ready.index(nxt), ((kv + t + 1) // STAGES) & 1)
+                    k_t = k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+                    s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)  # S_{t+1}
+                    mbarrier.wait(v_ready.index(cur), ((kv + t) // STAGES) & 1)
+                    v_t = v_smem.index(cur).reshape([BLOCK_N, HEAD_DIM])
+                    acc = warpgroup_mma(p, v_t, acc, is_async=True)  # acc += P~_t V_t
+                    if PINGPONG:
+                        mbarrier.arrive(turn.index(1 - WG))
+                    s = warpgroup_mma_wait(1, deps=[s])  # S_{t+1} done; P~_t V_t may run on
+                    mbarrier.arrive(k_empty.index(nxt))
+                    p_tilde, alpha, m_i, l_i = _softmax_step(  # under P~_t V_t
+                        s, m_i, l_i, lo + (t + 1) * BLOCK_N, full_lo, full_hi, offs_n, pos_i,
+                        n_k, window, qk_scale, CAUSAL, WINDOWED)
+                    acc, p = warpgroup_mma_wait(0, deps=[acc, p])  # keeps P~_t's registers
+                    mbarrier.arrive(v_empty.index(cur))
+                    acc = acc * gl.convert_layout(alpha, row_o)[:, None]  # acc^new = alpha acc
+                    p = gl.convert_layout(p_tilde.to(dtype), p_layout)
+                mbarrier.arrive(q_empty)  # the item's last S is done: the next Q may load
+                last = (kv + n_tiles - 1) % STAGES
+                mbarrier.wait(v_ready.index(last), ((kv + n_tiles - 1) // STAGES) & 1)
+                v_t = v_smem.index(last).reshape([BLOCK_N, HEAD_DIM])
+                acc = warpgroup_mma(p, v_t, acc, is_async=True)
+                acc, p = warpgroup_mma_wait(0, deps=[acc, p])
+                mbarrier.arrive(v_empty.index(last))
+                if PINGPONG:  # one turn per key tile, as the other warpgroup takes
+                    mbarrier.wait(turn.index(WG), turn_phase)
+                    turn_phase ^= 1
+                    mbarrier.arrive(turn.index(1 - WG))
+            else:
+                mbarrier.arrive(q_empty)
+            kv += n_tiles
+            done += 1
+
+            empty = l_i == 0.0  # rows that saw no key: O = 0 and lse = -inf, never NaN
+            l_safe = gl.where(empty, 1.0, l_i)
+            out = acc / gl.convert_layout(l_safe, row_o)[:, None]  # O_i = acc_i / l_i
+            tma.store_wait(0)  # the previous item's O has left o_tile
+            o_tile.reshape([HALF, HEAD_DIM]).store(out.to(dtype))
+            fence_async_shared()  # the TMA (async proxy) reads what these threads wrote
+            tma.async_copy_shared_to_global(desc_o, [off_b, off_h, i0, 0], o_tile)
+            lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN2)
+            gl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
+                     mask=offs_m < n_q)
+    tma.store_wait(0)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-kernel>>[init]
+@gluon.jit
+def _consumer_0(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
+                k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m,
+                n_items, stride_lse_b, stride_lse_h, BLOCK_M: gl.constexpr,
+                BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                CAUSAL: gl.constexpr, WINDOWED: gl.constexpr, PINGPONG: gl.constexpr):
+    _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty,
+              v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
+              stride_lse_b, stride_lse_h, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
+              WINDOWED, PINGPONG)
+
+
+@gluon.jit
+def _consumer_1(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
+                k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m,
+                n_items, stride_lse_b, stride_lse_h, BLOCK_M: gl.constexpr,
+                BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
+                CAUSAL: gl.constexpr, WINDOWED: gl.constexpr, PINGPONG: gl.constexpr):
+    _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty,
+              v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
+              stride_lse_b, stride_lse_h, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
+              WINDOWED, PINGPONG)
+
+
+@gluon.jit(do_not_specialize=["n_q", "n_k", "n_heads", "group", "window", "n_m", "n_items",
+                              "stride_lse_b", "stride_lse_h"])
+def _attn_fwd_ws(desc_q, desc_k, desc_v, desc_o, lse_ptr,
+                 qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
+                 stride_lse_b, stride_lse_h,
+                 BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
+                 STAGES: gl.constexpr, CAUSAL: gl.constexpr, WINDOWED: gl.constexpr,
+                 PINGPONG: gl.constexpr, CONSUMER_REGS: gl.constexpr):
+    dtype: gl.constexpr = desc_q.dtype
+    HALF: gl.constexpr = BLOCK_M // 2
+    # each buffer keeps the descriptor's (1, 1, rows, HEAD_DIM) tile shape, one per slot
+    q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, HALF, HEAD_DIM], desc_q.layout)
+    o_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, HALF, HEAD_DIM], desc_o.layout)
+    k_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_k.layout)
+    v_smem = gl.allocate_shared_memory(dtype, [STAGES, 1, 1, BLOCK_N, HEAD_DIM], desc_v.layout)
+    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    k_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    k_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    v_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    turn = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(q_ready, count=1)  # the TMA completes it
+    mbarrier.init(q_empty, count=2)  # both consumers release it
+    for i in gl.static_range(STAGES):
+        mbarrier.init(k_ready.index(i), count=1)
+        mbarrier.init(k_empty.index(i), count=2)
+        mbarrier.init(v_ready.index(i), count=1)
+        mbarrier.init(v_empty.index(i), count=2)
+    for i in gl.static_range(2):
+        mbarrier.init(turn.index(i), count=1)
+
+    gl.warp_specialize([
+        (_consumer_0, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
+                       k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group,
+                       window, n_m, n_items, stride_lse_b, stride_lse_h, BLOCK_M, BLOCK_N,
+                       HEAD_DIM, STAGES, CAUSAL, WINDOWED, PINGPONG)),
+        (_consumer_1, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
+                       k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group,
+                       window, n_m, n_items, stride_lse_b, stride_lse_h, BLOCK_M, BLOCK_N,
+                       HEAD_DIM, STAGES, CAUSAL, WINDOWED, PINGPONG)),
+        (_loader, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
+                   k_empty, v_ready, v_empty, n_q, n_k, n_heads, group, window, n_m, n_items,
+                   BLOCK_M, BLOCK_N, STAGES, CAUSAL, WINDOWED)),
+    ], [4, 1], [CONSUMER_REGS, 24])
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-config>>[init]
+BLOCK_M = 128  # two consumer warpgroups of 64 rows
+BLOCK_N = 128
+STAGES = 2
+CONSUMER_REGS = 240  # the loader keeps 24: 2 x 4 x 32 x 240 + 4 x 32 x 24 < 64 Ki
+SMEM_LIMIT = 227 * 1024  # per block on Hopper
+
+
+def smem_bytes(head_dim: int, elem: int, block_n: int = BLOCK_N, stages: int = STAGES) -> int:
+    """Shared memory of one program: Q and O (two 64-row halves each) and the K and V rings."""
+    return elem * head_dim * (2 * BLOCK_M + 2 * stages * block_n)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-wrapper>>[init]
+_GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: int) -> None:
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError(
+            "flash_attention_hopper is forward-only (the backward pass is out of scope): its "
+            "output would carry no gradient. Call it under torch.no_grad() or on tensors that do "
+            "not require grad"
+        )
+    if q.dtype not in _GL_DTYPES:
+        raise ValueError(f"dtype {q.dtype} is not supported by flash_attention_hopper: use "
+                         "float16 or bfloat16 (flash_attention also takes float32)")
+    if not 1 <= d <= 128:
+        raise ValueError(f"flash_attention_hopper takes head_dim in [1, 128], got d={d}: its "
+                         "K/V ring does not fit in shared memory beyond; flash_attention takes "
+                         "up to 256")
+    if INTERPRET or q.device.type != "cuda":
+        raise ValueError(
+            f"flash_attention_hopper needs a Hopper GPU (compute capability 9.x), got device "
+            f"{q.device}{' under TRITON_INTERPRET=1' if INTERPRET else ''}: Gluon kernels do not "
+            "run in Triton's interpreter. flash_attention runs there"
+        )
+    if (cc := torch.cuda.get_device_capability(q.device))[0] != 9:
+        raise ValueError(
+            "flash_attention_hopper issues Hopper's warpgroup MMA (wgmma) and register "
+            f"reallocation, which only compute capability 9.x has; got {cc[0]}.{cc[1]} on "
+            f"{q.device}. flash_attention runs on any GPU with the TMA (9.0 and newer)"
+        )
+
+
+def _descriptor(t: torch.Tensor, rows: int, head_dim: int) -> GluonTensorDescriptor:
+    """A (B, H, N, d) descriptor of a TMA-ready tensor with a (1, 1, rows, head_dim) tile."""
+    aligned = _padded_width(t.shape[-1], t.element_size())  # for dimensions of size 1
+    strides = [s if n > 1 else aligned for s, n in zip(t.stride(), t.shape, strict=True)]
+    strides[-1] = 1
+    block = [1, 1, rows, head_dim]
+    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
+    return GluonTensorDescriptor(t, list(t.shape), strides, block, layout)
+
+
+_NUM_SMS: dict[int, int] = {}
+
+
+def flash_attention_hopper(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    causal: bool = False,
+    window: int | None = None,
+    scale: float | None = None,
+    return_lse: bool = False,
+    persistent: bool = True,
+    pingpong: bool = True,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """FlashAttention forward with FlashAttention-3's schedule, for Hopper GPUs.
+
+    The function `attention_ref` specifies, like `flash_attention`: q: (B, Hq, Nq, d); k, v:
+    (B, Hkv, Nk, d), Hq % Hkv == 0; causal aligns bottom-right; window=W (causal only) keeps the
+    W latest keys; the default scale is 1/sqrt(d). float16 or bfloat16, any d in [1, 128], on a
+    GPU of compute capability 9.x. Inputs the TMA cannot read in place (a strided head_dim, an
+    odd stride, an unaligned start, a row of d elements off 16 bytes) cost one padded copy, as in
+    `flash_attention`.
+
+    persistent=False launches one program per pair of work items instead of one per SM, and
+    pingpong=False lets the two consumer warpgroups issue their products in any order: both
+    exist to measure what each step of the schedule buys, and change no result.
+
+    Returns O: (B, Hq, Nq, d) in q's dtype (contiguous when a row of d elements is a multiple of
+    16 bytes, else a view of a padded buffer) and, with return_lse, the natural-log log-sum-exp
+    (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
+    """
+    b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
+    check_mask_args(causal, window)
+    tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d
+    _check_hopper_inputs(q, k, v, d)
+    q, k, v = (_tma_layout(t) for t in (q, k, v))
+    head_dim = 64 if d <= 64 else 128  # the tile's width; the TMA zero-fills d..head_dim
+
+    width = _padded_width(d, q.element_size())
+    o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)[..., :d]
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
+    n_m = triton.cdiv(nq, BLOCK_M)
+    n_items = n_m * b * hq
+    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
+    if dev not in _NUM_SMS:
+        _NUM_SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
+    pairs = triton.cdiv(n_items, 2)
+    grid = (min(pairs, _NUM_SMS[dev]) if persistent else pairs,)
+    _attn_fwd_ws[grid](
+        _descriptor(q, BLOCK_M // 2, head_dim), _descriptor(k, BLOCK_N, head_dim),
+        _descriptor(v, BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim), lse,
+        tau * LOG2E, nq, nk, hq, hq // hkv, window or 0, n_m, n_items,
+        lse.stride(0), lse.stride(1),
+        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES, CAUSAL=causal,
+        WINDOWED=window is not None, PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
+        num_warps=4,
+    )
+    return (o, lse) if return_lse else o
+# ~/~ end
+# ~/~ end
