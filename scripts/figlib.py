@@ -118,22 +118,24 @@ def roofline_svg(ceilings: Sequence[Ceilings], points: Sequence[RooflinePoint], 
     return svg
 
 
-def emit(outputs: dict[str, str | bytes], argv: list[str] | None = None) -> None:
-    """Write outputs (paths relative to docs/), or with --check compare them and exit 1 on drift."""
+def emit(outputs: dict[str, str | bytes], argv: list[str] | None = None, *,
+         root: Path = DOCS) -> None:
+    """Write outputs (paths relative to root, docs/ unless told), or with --check compare them
+    and exit 1 on drift."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--check", action="store_true", help="fail if committed files are stale")
     args = parser.parse_args(argv)
     stale = []
     for rel, content in outputs.items():
         data = content.encode() if isinstance(content, str) else content
-        path = DOCS / rel
+        path = root / rel
         if args.check:
             if not path.exists() or path.read_bytes() != data:
                 stale.append(rel)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
-            print(f"wrote docs/{rel}")
+            print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}")
     if stale:
         print(f"stale generated files (run 'make figures'): {', '.join(stale)}", file=sys.stderr)
         sys.exit(1)

@@ -5,6 +5,8 @@ entry point minimodel.attention (tangled from docs/lab/03b-paged-kernels.md; not
 `make check-mine`)."""
 
 import copy
+import os
+import shutil
 
 import pytest
 import torch
@@ -21,9 +23,14 @@ from test_paged_attention import (
 
 from minimodel import attention as attention_module
 from minimodel import paged_attention as pa  # its internals are looked up when a test runs:
-from minimodel.attention import KernelPagedKVCache, attention  # a learner's module has none
+from minimodel.attention import (  # a learner's module has none
+    KernelPagedKVCache,
+    attention,
+    attention_op,
+)
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
 from minimodel.paged_attention import paged_decode
+from minimodel.reference import attention_ref
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-split>>[init]
 H200_SMS = 132
@@ -196,20 +203,50 @@ def test_attention_decode_reads_strided_caches_in_place():
 
 def test_attention_sends_longer_queries_to_flash(monkeypatch):
     calls = []
-    monkeypatch.setattr(attention_module, "flash_attention",
-                        lambda *a, **kw: calls.append(kw) or "flash")
+
+    def flash(q, k, v, **kwargs):
+        calls.append(kwargs)
+        return torch.full_like(q, 7.0), torch.zeros(q.shape[:3])
+
+    monkeypatch.setattr(attention_module, "flash_attention", flash)
     q, k, v = make_qkv(1, 2, 2, 3, 10, 32)
-    assert attention(q, k, v, causal=True, window=2) == "flash"
-    assert calls == [{"causal": True, "window": 2, "scale": None, "return_lse": False}]
+    assert (attention(q, k, v, causal=True, window=2) == 7.0).all()
+    assert calls == [{"causal": True, "window": 2, "scale": None, "return_lse": True}]
+
+
+def test_attention_sends_what_hopper_takes_to_the_hopper_kernel(monkeypatch):
+    calls = []
+
+    def hopper(q, k, v, **kwargs):
+        calls.append(kwargs)
+        return torch.full_like(q, 5.0), torch.zeros(q.shape[:3], device=q.device)
+
+    monkeypatch.setattr(attention_module, "flash_attention_hopper", hopper)
+    monkeypatch.setattr(attention_module, "_hopper_takes", lambda q: q.dtype == torch.float16)
+    q, k, v = make_qkv(1, 2, 2, 3, 10, 32, dtype=torch.float16)
+    assert (attention(q, k, v, causal=True) == 5.0).all()
+    assert calls == [{"causal": True, "window": None, "scale": None, "return_lse": True}]
+
+
+@pytest.mark.gpu
+def test_gpu_hopper_takes_16_bit_inputs_up_to_d128_on_hopper():
+    q = torch.empty(1, 1, 2, 128, device="cuda", dtype=torch.float16)
+    on_hopper = torch.cuda.get_device_capability()[0] == 9
+    assert attention_module._hopper_takes(q) == on_hopper
+    assert attention_module._hopper_takes(q.bfloat16()) == on_hopper
+    assert not attention_module._hopper_takes(q.float())
+    assert not attention_module._hopper_takes(torch.empty(1, 1, 2, 136, device="cuda",
+                                                          dtype=torch.float16))
 
 
 @pytest.mark.parametrize(("make", "kwargs", "match"), [
     (lambda: make_qkv(1, 3, 2, 1, 8, 32), {}, r"Hq=3 must be a multiple of kv heads Hkv=2"),
     (lambda: make_qkv(1, 2, 2, 1, 8, 32), {"window": 4}, r"window=4 needs causal=True"),
-    (lambda: make_qkv(1, 2, 2, 1, 8, 20), {}, r"head_dim must be a multiple of 8 .* d=20"),
+    (lambda: make_qkv(1, 2, 2, 1, 8, 257), {}, r"head_dim must be in \[1, 256\], got d=257"),
+    (lambda: make_qkv(1, 2, 2, 3, 8, 257), {}, r"head_dim must be in \[1, 256\], got d=257"),
     (lambda: make_qkv(1, 2, 2, 1, 8, 32, dtype=torch.float64), {}, r"torch.float64"),
 ])
-def test_attention_refuses_what_flash_refuses(make, kwargs, match):
+def test_attention_refuses_what_the_kernels_cannot_run(make, kwargs, match):
     with pytest.raises(ValueError, match=match):
         attention(*make(), **kwargs)
 
@@ -225,6 +262,177 @@ def test_gpu_attention_decode_allocates_nothing_like_the_cache():
     torch.cuda.synchronize()
     extra = torch.cuda.max_memory_allocated() - base
     assert extra < (k.nbytes + v.nbytes) / 100, extra  # outputs and split partials only
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-check-compile>>[init]
+# --- minimodel.attention as a custom op, inside torch.compile ----------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize(("nq", "d", "args"), [
+    (1, 16, (False, None, None)), (1, 20, (True, 5, None)),  # decode; d=20 zero-padded
+    (9, 16, (True, None, None)), (9, 24, (False, None, 0.3)),  # Flash
+])
+def test_the_op_passes_opcheck(dtype, nq, d, args):
+    # PyTorch's checks of a custom op: its schema, its autograd registration, its fake
+    # implementation against the real one (shapes, dtypes, strides), and a trace through
+    # AOTAutograd with dynamic shapes.
+    q, k, v = make_qkv(2, 4, 2, nq, 12, d, dtype=dtype)
+    torch.library.opcheck(attention_op, (q, k, v, *args))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize(("d", "mask"), [
+    (1, {}), (20, {"causal": True, "window": 30}), (100, {"scale": 0.2}), (100, {}),
+])
+def test_attention_decodes_any_head_dim(dtype, d, mask):
+    # The decode kernel takes multiples of 8 in [16, 256]; other head dims go through padded.
+    q, k, v = make_qkv(2, 4, 2, 1, 50, d, dtype=dtype, seed=d)
+    out, lse = attention(q, k, v, **mask, return_lse=True)
+    assert out.shape == q.shape and out.is_contiguous() and lse.shape == q.shape[:3]
+    for seq in range(2):
+        check_row(out[seq], lse[seq], q[seq : seq + 1], k[seq : seq + 1], v[seq : seq + 1],
+                  **{"causal": False, **mask})
+
+
+WRONG_CALLS = [  # (q, k, v, causal, window, scale) past attention's own checks, and the refusal
+    (lambda: (*make_qkv(1, 2, 2, 5, 8, 16), False, 3, None), r"window=3 needs causal=True"),
+    (lambda: (*make_qkv(1, 3, 2, 1, 8, 16), False, None, None),
+     r"Hq=3 must be a multiple of kv heads Hkv=2"),
+    (lambda: (*make_qkv(1, 2, 2, 1, 8, 257), False, None, None),
+     r"head_dim must be in \[1, 256\], got d=257"),
+]
+
+
+@pytest.mark.parametrize(("make", "match"), WRONG_CALLS)
+def test_the_op_refuses_while_torch_compile_traces_it(make, match):
+    # The fake implementation checks what the real one does: the op called directly (past
+    # attention's own checks) fails eagerly with the message, and under torch.compile while
+    # Dynamo traces (the backend never receives a graph), its error carrying the message.
+    args = make()
+    with pytest.raises(ValueError, match=match):
+        attention_op(*args)
+    graphs = []
+    compiled = torch.compile(lambda *a: attention_op(*a)[0], fullgraph=True, dynamic=False,
+                             backend=lambda gm, example: graphs.append(gm) or gm.forward)
+    with pytest.raises((ValueError, RuntimeError), match=match):
+        compiled(*args)
+    assert graphs == []
+
+
+def test_attention_refuses_grad_eagerly_and_when_compiled():
+    q, k, v = make_qkv(1, 2, 2, 1, 8, 16)
+    q.requires_grad_(True)
+    with pytest.raises(ValueError, match=r"forward-only.*torch.no_grad\(\)"):
+        attention(q, k, v)
+    graphs = []
+    compiled = torch.compile(attention, fullgraph=True, dynamic=False,
+                             backend=lambda gm, example: graphs.append(gm) or gm.forward)
+    with pytest.raises((ValueError, RuntimeError), match=r"forward-only.*torch.no_grad\(\)"):
+        compiled(q, k, v)
+    assert graphs == []
+    with torch.no_grad():
+        torch.testing.assert_close(attention(q, k, v), attention(q.detach(), k, v))
+
+
+def test_the_op_alone_would_fail_only_at_backward():
+    # Why attention refuses grad itself: the op, without an autograd formula, runs its forward
+    # (grad mode is off inside it, so the kernels' own refusal cannot fire) and only
+    # backward() fails, with PyTorch's generic message.
+    q, k, v = make_qkv(1, 2, 2, 1, 8, 16)
+    q.requires_grad_(True)
+    o, _ = attention_op(q, k, v, False, None, None)
+    assert o.requires_grad
+    with pytest.raises(RuntimeError, match=r"no autograd formula"):
+        o.sum().backward()
+
+
+class Layers(torch.nn.Module):
+    """MiniGPT on whole sequences, its layers attending through `attn`. MiniGPT.forward also
+    checks its token ids and positions with comparisons of tensors: branches on data, which
+    Dynamo cannot keep in one graph, so this runs the same layers without those checks."""
+
+    def __init__(self, model: MiniGPT, attn):
+        super().__init__()
+        self.model, self.attn = model, attn
+
+    def forward(self, tokens):
+        m = self.model
+        positions = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens)
+        x = m.tok(tokens) + m.pos(positions)
+        for block in m.blocks:
+            x = block(x, positions, None, self.attn)
+        return m.norm(x) @ m.tok.weight.T
+
+
+def compile_and_compare(config, n, backend, *, device=DEVICE, dtype=torch.float32):
+    """MiniGPT's layers attending through `attention`, compiled with fullgraph=True (a graph
+    break raises) through a backend that counts the graphs Dynamo hands it; returns the
+    compiled output, the eager one, and the float32 reference (attention_ref, eager)."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch.manual_seed(0)
+    model = MiniGPT(config).eval()
+    reference = Layers(copy.deepcopy(model).to(device), attention_ref)
+    eager = Layers(model.to(device, dtype), attention)
+    counter = CompileCounterWithBackend(backend)
+    compiled = torch.compile(eager, backend=counter, fullgraph=True)
+    tokens = torch.randint(0, config.vocab_size, (2, n), device=device)
+    with torch.no_grad():
+        got, want, ref = compiled(tokens), eager(tokens), reference(tokens)
+        torch.testing.assert_close(reference(tokens), reference.model(tokens))  # same layers
+    assert counter.frame_count == 1  # one graph
+    ops = [node for node in counter.graphs[0].graph.nodes
+           if node.target in (attention_op, torch.ops.minimodel.attention,
+                              torch.ops.minimodel.attention.default)]
+    assert len(ops) == config.n_layers  # each layer's attention is a node of it
+    return got, want, ref
+
+
+SMALL = {"vocab_size": 50, "max_seq_len": 32, "d_model": 64, "n_heads": 4, "n_kv_heads": 2,
+         "n_layers": 2}
+
+
+@pytest.mark.parametrize(("n", "window"), [(1, None), (11, None), (11, 4)])  # decode; Flash
+def test_minigpt_compiles_in_one_graph_through_attention(n, window):
+    # aot_eager: Dynamo's trace (where a graph break would raise) and AOTAutograd's (the fake
+    # implementation gives the shapes), then the graph run eagerly, op by op.
+    config = MiniGPTConfig(**SMALL, window=window)
+    got, want, ref = compile_and_compare(config, n, "aot_eager")
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+
+
+CXX = shutil.which(os.environ.get("CXX", "g++"))
+
+
+@pytest.mark.skipif(DEVICE != "cpu", reason="inductor's CPU code with the interpreter's kernels; "
+                    "on a GPU test_gpu_minigpt_compiles_with_inductor runs")
+@pytest.mark.skipif(CXX is None, reason="inductor compiles its CPU kernels with a C++ compiler "
+                    "(g++ or $CXX), and none was found; the aot_eager test above still runs")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_minigpt_compiles_with_inductor_on_the_cpu():  # (the warning: inductor's own imports)
+    # Inductor generates and compiles C++ for the layers around the op, which stays a call.
+    # Slow the first time (tens of seconds: inductor's C++ compiles, cached on disk after).
+    got, want, ref = compile_and_compare(MiniGPTConfig(**SMALL, window=4), 11, "inductor")
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got, ref, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("n", "window"), [(1, None), (200, None), (200, 64)])
+def test_gpu_minigpt_compiles_with_inductor(n, window):
+    # fp16 on the GPU: the compiled model's error against the float32 reference at most twice
+    # the eager model's, plus 1e-3 of the logits' scale (inductor fuses and rounds differently).
+    config = MiniGPTConfig(vocab_size=50, max_seq_len=256, d_model=128, n_heads=4, n_kv_heads=2,
+                           n_layers=2, window=window)
+    got, want, ref = compile_and_compare(config, n, "inductor", device="cuda",
+                                         dtype=torch.float16)
+    assert got.dtype == torch.float16 and not got.isnan().any()
+    err_eager = (want.float() - ref).abs().max().item()
+    err_compiled = (got.float() - ref).abs().max().item()
+    assert err_compiled <= 2 * err_eager + 1e-3 * ref.abs().max().item(), (err_compiled,
+                                                                          err_eager)
 # ~/~ end
 
 

@@ -1,7 +1,9 @@
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#src/minimodel/attention.py>>[init]
 """minimodel's public attention entry point: one call on contiguous tensors that picks the kernel
 (one query token: the decode kernel reading the cache in place; more: Lab 02's Flash kernel),
-the paged calls, and a paged KV cache for MiniGPT that attends through them.
+registered as the custom op torch.ops.minimodel.attention so that torch.compile keeps a model
+that calls it in one graph; the paged calls, and a paged KV cache for MiniGPT that attends
+through them.
 
 Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 """
@@ -9,7 +11,8 @@ Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 import torch
 
 from minimodel import paged_attention
-from minimodel.attention_flash import flash_attention
+from minimodel.attention_flash import INTERPRET, flash_attention
+from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.minigpt import AttentionFn
 from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.paged_kv_cache import PagedKVCache
@@ -20,7 +23,86 @@ from minimodel.reference import (
     resolve_scale,
 )
 
-__all__ = ["KernelPagedKVCache", "attention", "paged_decode", "paged_prefill"]
+__all__ = ["KernelPagedKVCache", "attention", "attention_op", "paged_decode", "paged_prefill"]
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-checks>>[init]
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+MAX_HEAD_DIM = 256
+
+
+def _check_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                window: int | None, scale: float | None) -> None:
+    """Every refusal that shapes, dtypes and arguments decide (no data is read): run by
+    `attention`, by the op and by its fake implementation, so that a wrong call fails with the
+    same message eagerly and while torch.compile traces it."""
+    d = check_attention_inputs(q, k, v)[-1]
+    check_mask_args(causal, window)
+    resolve_scale(scale, d)  # a scale that is not a finite positive number is refused
+    if q.dtype not in SUPPORTED_DTYPES:
+        raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
+    if d > MAX_HEAD_DIM:
+        raise ValueError(f"head_dim must be in [1, {MAX_HEAD_DIM}], got d={d} "
+                         f"(q {tuple(q.shape)})")
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-dispatch>>[init]
+def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+             window: int | None, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernel for one call, chosen here and nowhere else; (O, lse) for checked inputs."""
+    if q.shape[2] == 1:
+        return _decode(q, k, v, window, resolve_scale(scale, q.shape[-1]))
+    if _hopper_takes(q):  # Lab 02 part 2's schedule where it runs; Lab 02's kernel elsewhere
+        return flash_attention_hopper(q, k, v, causal=causal, window=window, scale=scale,
+                                      return_lse=True)
+    return flash_attention(q, k, v, causal=causal, window=window, scale=scale, return_lse=True)
+
+
+def _hopper_takes(q: torch.Tensor) -> bool:
+    """Whether flash_attention_hopper runs this call: a Hopper GPU (compute capability 9.x, not
+    the interpreter), float16 or bfloat16, head_dim <= 128."""
+    return (not INTERPRET and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
+            and q.shape[-1] <= 128 and torch.cuda.get_device_capability(q.device)[0] == 9)
+
+
+def _decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
+            tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """One query row per (sequence, head): the decode kernel on the cache (B, Hkv, Nk, d) in
+    place. A head dim the kernel does not take (it takes multiples of 8 in [16, 256]) is
+    zero-padded up to one, which copies q, k and v."""
+    d = q.shape[-1]
+    width = max(16, -(-d // 8) * 8)  # the next head dim the kernel takes
+    if width != d:  # a zero column adds nothing to q.k; its output column is zero, dropped
+        q, k, v = (torch.nn.functional.pad(t, (0, width - d)) for t in (q, k, v))
+    # One query at key position nk - 1 sees every key with or without `causal`; a window still
+    # needs causal=True (checked by _check_call), as in the reference.
+    o, lse = paged_attention.decode_contiguous(q[:, :, 0], k, v, window=window, tau=tau)
+    return o[:, :, None, :d], lse[:, :, None]
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-custom-op>>[init]
+@torch.library.custom_op("minimodel::attention", mutates_args=())
+def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                 window: int | None, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch.ops.minimodel.attention: `attention` as one operator, which torch.compile records
+    whole. Always returns (O (B, Hq, Nq, d), lse (B, Hq, Nq) float32), both contiguous. No
+    autograd formula: call it through `attention`, which refuses inputs that require grad."""
+    _check_call(q, k, v, causal, window, scale)
+    o, lse = _forward(q, k, v, causal, window, scale)
+    return o.contiguous(), lse.contiguous()  # the layout the fake implementation promises
+
+
+@attention_op.register_fake
+def _attention_fake(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
+                    window: int | None,
+                    scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the op returns, without running it: the shapes torch.compile traces with."""
+    _check_call(q, k, v, causal, window, scale)
+    b, hq, nq, _ = q.shape
+    return q.new_empty(q.shape), q.new_empty((b, hq, nq), dtype=torch.float32)
+# ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-entry-point>>[init]
@@ -36,20 +118,26 @@ def attention(
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Attention as `attention_ref` specifies it, on contiguous (or strided) tensors.
 
-    q: (B, Hq, Nq, d); k, v: (B, Hkv, Nk, d). Nq == 1 (a decode step) runs the paged decode
-    kernel on the cache in place, split across programs when the batch is small; Nq > 1 runs
-    Lab 02's `flash_attention`. Same arguments, returns and refusals as `flash_attention`.
+    q: (B, Hq, Nq, d); k, v: (B, Hkv, Nk, d), Hq % Hkv == 0; float16 / bfloat16 / float32 (no
+    bfloat16 under the interpreter); any d from 1 to 256. Nq == 1 (a decode step) runs the
+    paged decode kernel on the cache in place, split across programs when the batch is small
+    (a d that is not a multiple of 8 in [16, 256] is zero-padded, which copies the cache);
+    Nq > 1 runs Lab 02's `flash_attention`. causal aligns bottom-right; window=W (causal only)
+    keeps the W latest keys.
+
+    Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
+    (B, Hq, Nq) in float32. Forward only: inputs that require grad are refused (call it under
+    torch.no_grad()). It calls the custom op torch.ops.minimodel.attention, so a model that
+    uses it compiles with torch.compile(fullgraph=True).
     """
-    b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
-    check_mask_args(causal, window)
-    tau = resolve_scale(scale, d)
-    if nq > 1:
-        return flash_attention(q, k, v, causal=causal, window=window, scale=scale,
-                               return_lse=return_lse)
-    # One query at key position nk - 1 sees every key with or without `causal`; a window still
-    # needs causal=True (checked above), as in the reference.
-    o, lse = paged_attention.decode_contiguous(q[:, :, 0], k, v, window=window, tau=tau)
-    o, lse = o[:, :, None], lse[:, :, None]
+    _check_call(q, k, v, causal, window, scale)
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
+        raise ValueError(
+            "minimodel.attention is forward-only (its kernels have no backward pass): its output "
+            "would carry no gradient. Call it under torch.no_grad() or on tensors that do not "
+            "require grad"
+        )
+    o, lse = attention_op(q, k, v, causal, window, None if scale is None else float(scale))
     return (o, lse) if return_lse else o
 # ~/~ end
 
