@@ -192,7 +192,7 @@ def accuracy_failures(data: dict) -> list[str]:
     idx = index(data["records"])
     bad = []
     for key, rec in idx.items():
-        if key[-1] not in OURS:
+        if key[-1] not in OURS or rec.get("outside_contract"):  # e.g. the Hopper kernel at d=256
             continue
         if "max_err" not in rec:
             bad.append(f"{key[-1]} did not run at {key}: {rec.get('error')}")
@@ -320,7 +320,10 @@ def gqa_window_table(data: dict) -> tuple[str, list[str]]:
         for causal in (False, True):
             mha = idx[("gqa", "float16", 128, n, 32, causal, None, "minimodel")]
             gqa = idx[("gqa", "float16", 128, n, 8, causal, None, "minimodel")]
-            if gqa["ms"] > mha["ms"]:
+            # the same FLOPs and a quarter of the K/V bytes: GQA may not be slower than MHA by
+            # more than the two measurements' own spread between timing rounds
+            noise = max(abs(a - b) / min(a, b) for a, b in (mha["ms_runs"], gqa["ms_runs"]))
+            if gqa["ms"] > mha["ms"] * (1 + noise):
                 failures.append(f"GQA slower than MHA at N={n} causal={causal}")
             rows.append([f"GQA vs MHA, N={n:,}, {'causal' if causal else 'non-causal'}",
                          f"{mha['ms']:.3f}", f"{gqa['ms']:.3f}", f"{gqa['ms'] / mha['ms']:.2f}",

@@ -23,9 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def environment() -> dict:
     """What produced a data file: device, library versions, git commit, date."""
-    commit = (subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                             capture_output=True, text=True).stdout.strip()
-              or os.environ.get("MINIMODEL_COMMIT", "unknown"))  # the GPU copy has no .git
+    # MINIMODEL_COMMIT first: the GPU machine's copy of the tree can carry a stale .git
+    commit = (os.environ.get("MINIMODEL_COMMIT")
+              or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True).stdout.strip() or "unknown")
     return {
         "device": torch.cuda.get_device_name() if torch.cuda.is_available() else platform.machine(),
         "torch": torch.__version__,
