@@ -54,13 +54,13 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPLS = ["minimodel", "minimodel_hopper", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex",
          "naive"]
 OURS = ("minimodel", "minimodel_hopper")  # an error of these fails the run
-HOPPER_MAX_HEAD_DIM = 128  # flash_attention_hopper's contract (d in [1, 128]); Lab 02's above
-
-
 def outside_contract(impl: str, case: "Case") -> str | None:
     """Why one of our kernels is not run at a case its contract excludes, or None."""
-    if impl == "minimodel_hopper" and case.d > HOPPER_MAX_HEAD_DIM:
-        return f"outside the kernel's contract: d={case.d} > {HOPPER_MAX_HEAD_DIM}"
+    if impl == "minimodel_hopper":
+        from minimodel.attention_flash_hopper import MAX_HEAD_DIM
+
+        if case.d > MAX_HEAD_DIM:
+            return f"outside the kernel's contract: d={case.d} > {MAX_HEAD_DIM}"
     return None
 GROUPS = ["fa2", "d256", "gqa", "window"]
 SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,

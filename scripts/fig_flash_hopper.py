@@ -32,8 +32,7 @@ def drafts_table() -> str:
             cfg = variant["cfg"]
             switches = []
             if cfg.get("PERSISTENT") is False:
-                switches.append("one program per item" if run["draft"] == "draft 1"
-                                else "not persistent")
+                switches.append("not persistent")
             if cfg.get("PINGPONG") is False:
                 switches.append("no ping-pong")
             if cfg.get("CONSUMER_REGS", 240) != 240:

@@ -12,6 +12,7 @@ import torch
 
 from minimodel import paged_attention
 from minimodel.attention_flash import INTERPRET, flash_attention
+from minimodel.attention_flash_hopper import MAX_HEAD_DIM as HOPPER_MAX_HEAD_DIM
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.minigpt import AttentionFn
 from minimodel.paged_attention import paged_decode, paged_prefill
@@ -63,7 +64,8 @@ def _hopper_takes(q: torch.Tensor) -> bool:
     """Whether flash_attention_hopper runs this call: a Hopper GPU (compute capability 9.x, not
     the interpreter), float16 or bfloat16, head_dim <= 128."""
     return (not INTERPRET and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
-            and q.shape[-1] <= 128 and torch.cuda.get_device_capability(q.device)[0] == 9)
+            and q.shape[-1] <= HOPPER_MAX_HEAD_DIM
+            and torch.cuda.get_device_capability(q.device)[0] == 9)
 
 
 def _decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,

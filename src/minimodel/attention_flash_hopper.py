@@ -230,30 +230,6 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
 
 
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-kernel>>[init]
-@gluon.jit
-def _consumer_0(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
-                k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m,
-                n_items, stride_lse_b, stride_lse_h, BLOCK_M: gl.constexpr,
-                BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr, WINDOWED: gl.constexpr, PINGPONG: gl.constexpr):
-    _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty,
-              v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
-              stride_lse_b, stride_lse_h, 0, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
-              WINDOWED, PINGPONG)
-
-
-@gluon.jit
-def _consumer_1(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
-                k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m,
-                n_items, stride_lse_b, stride_lse_h, BLOCK_M: gl.constexpr,
-                BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, STAGES: gl.constexpr,
-                CAUSAL: gl.constexpr, WINDOWED: gl.constexpr, PINGPONG: gl.constexpr):
-    _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty,
-              v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
-              stride_lse_b, stride_lse_h, 1, BLOCK_M, BLOCK_N, HEAD_DIM, STAGES, CAUSAL,
-              WINDOWED, PINGPONG)
-
-
 @gluon.jit(do_not_specialize=["n_q", "n_k", "n_heads", "group", "window", "n_m", "n_items",
                               "stride_lse_b", "stride_lse_h"])
 def _attn_fwd_ws(desc_q, desc_k, desc_v, desc_o, lse_ptr,
@@ -287,14 +263,14 @@ def _attn_fwd_ws(desc_q, desc_k, desc_v, desc_o, lse_ptr,
         mbarrier.init(turn.index(i), count=1)
 
     gl.warp_specialize([
-        (_consumer_0, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
-                       k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group,
-                       window, n_m, n_items, stride_lse_b, stride_lse_h, BLOCK_M, BLOCK_N,
-                       HEAD_DIM, STAGES, CAUSAL, WINDOWED, PINGPONG)),
-        (_consumer_1, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
-                       k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group,
-                       window, n_m, n_items, stride_lse_b, stride_lse_h, BLOCK_M, BLOCK_N,
-                       HEAD_DIM, STAGES, CAUSAL, WINDOWED, PINGPONG)),
+        (_consumer, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
+                     k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window,
+                     n_m, n_items, stride_lse_b, stride_lse_h, 0, BLOCK_M, BLOCK_N, HEAD_DIM,
+                     STAGES, CAUSAL, WINDOWED, PINGPONG)),
+        (_consumer, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
+                     k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window,
+                     n_m, n_items, stride_lse_b, stride_lse_h, 1, BLOCK_M, BLOCK_N, HEAD_DIM,
+                     STAGES, CAUSAL, WINDOWED, PINGPONG)),
         (_loader, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
                    k_empty, v_ready, v_empty, n_q, n_k, n_heads, group, window, n_m, n_items,
                    BLOCK_M, BLOCK_N, STAGES, CAUSAL, WINDOWED)),
@@ -303,6 +279,7 @@ def _attn_fwd_ws(desc_q, desc_k, desc_v, desc_o, lse_ptr,
 
 
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-config>>[init]
+MAX_HEAD_DIM = 128  # the K/V ring of d = 256 would not fit in shared memory
 BLOCK_M = 128  # two consumer warpgroups of 64 rows
 BLOCK_N = 128
 STAGES = 2
@@ -330,10 +307,10 @@ def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
     if q.dtype not in _GL_DTYPES:
         raise ValueError(f"dtype {q.dtype} is not supported by flash_attention_hopper: use "
                          "float16 or bfloat16 (flash_attention also takes float32)")
-    if not 1 <= d <= 128:
-        raise ValueError(f"flash_attention_hopper takes head_dim in [1, 128], got d={d}: its "
-                         "K/V ring does not fit in shared memory beyond; flash_attention takes "
-                         "up to 256")
+    if not 1 <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"flash_attention_hopper takes head_dim in [1, {MAX_HEAD_DIM}], got "
+                         f"d={d}: its K/V ring does not fit in shared memory beyond; "
+                         "flash_attention takes up to 256")
     if INTERPRET or q.device.type != "cuda":
         raise ValueError(
             f"flash_attention_hopper needs a Hopper GPU (compute capability 9.x), got device "
