@@ -206,9 +206,10 @@ def repo(clean_copy, tmp_path):
     return dest
 
 
-def run_in(repo: Path, *cmd: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run a command in `repo` with this environment's bin/ first on PATH."""
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(repo), "COLUMNS": "200"}
+def run_in(repo: Path, *cmd: str, timeout: float = 300,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Run a command in `repo` with this environment's bin/ first on PATH (and `env` added)."""
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(repo), "COLUMNS": "200", **(env or {})}
     return subprocess.run(list(cmd), cwd=repo, env=env, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -20,9 +20,9 @@ PAGE_EDIT = "# an edit made on the page"
 CODE_EDIT = "# an edit made in the tangled file"
 
 
-def entangled(repo: Path, *args: str) -> str:
+def entangled(repo: Path, *args: str, env: dict[str, str] | None = None) -> str:
     """Run entangled in `repo`; its log (it exits 0 even on errors, so tests read the log)."""
-    result = run_in(repo, "entangled", *args)
+    result = run_in(repo, "entangled", *args, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout + result.stderr
 
@@ -95,6 +95,35 @@ def test_an_edit_on_both_sides_is_refused_and_neither_is_lost(repo):
     assert "Both markdown and code seem to have changed" in log, log
     assert PAGE_EDIT in (repo / PAGE).read_text() and PAGE_EDIT not in (repo / MODULE).read_text()
     assert CODE_EDIT in (repo / MODULE).read_text() and CODE_EDIT not in (repo / PAGE).read_text()
+
+
+# A block shared by the package and a lab's skeleton (the task's interface text).
+SHARED_PAGE = "docs/lab/00-online-softmax.md"
+SHARED_BLOCK = "online-softmax-rescale-factor-interface"
+SHARED_MODULE = "src/minimodel/online_softmax.py"
+SHARED_SKELETON = "exercises/lab00/online_softmax.py"
+
+
+def test_a_shared_block_edit_reaches_its_page_under_every_hash_seed(repo):
+    """Stitch once read every copy of a block in set order (set by PYTHONHASHSEED), and the
+    untouched skeleton undid the edit under some seeds. Each seed starts from a fresh database."""
+    for seed in range(8):
+        run_in(repo, "git", "checkout", "-q", "--", ".")
+        build_db(repo)
+        edit = f"# an edit of the package under PYTHONHASHSEED={seed}"
+        module = repo / SHARED_MODULE
+        lines = module.read_text().splitlines(keepends=True)
+        at = next(i for i, line in enumerate(lines)
+                  if f"#{SHARED_BLOCK}>>" in line and "begin" in line)
+        lines.insert(at + 1, edit + "\n")
+        module.write_text("".join(lines))
+        time.sleep(0.05)
+        log = entangled(repo, "sync", env={"PYTHONHASHSEED": str(seed)})
+        assert "ERROR" not in log and "WARNING" not in log, f"seed {seed}: {log}"
+        assert edit in (repo / SHARED_PAGE).read_text(), f"seed {seed}: the edit was lost\n{log}"
+        assert edit in (repo / SHARED_SKELETON).read_text(), f"seed {seed}: skeleton not rewritten"
+        assert edit in module.read_text()
+        check(repo)
 
 
 def wait_for(condition, seconds: float = 30.0) -> bool:
