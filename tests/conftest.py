@@ -24,6 +24,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
+
+# Property tests: CI draws the same examples on every run (derandomised); elsewhere a failure
+# prints the blob that replays it (`@reproduce_failure`).
+settings.register_profile("ci", derandomize=True, print_blob=True)
+settings.register_profile("dev", print_blob=True)
+settings.load_profile("ci" if os.environ.get("CI") else "dev")
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
