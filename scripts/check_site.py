@@ -123,22 +123,43 @@ FONT_FACES_JS = r"""() => {
             hasCode: document.querySelector('.md-content code') !== null};
 }"""
 
-# Mark the elements whose own text the platform-font check reads: every visible one with text in
-# the page, bar MathJax's (its SVG needs no font) and, in a code block, the first 20 (the rest
-# are the same face; reading them all would take seconds a page).
-MARK_TEXT_JS = r"""() => {
-    const inPre = new Map(); const text = [];
-    for (const e of document.body.querySelectorAll('*')) {
-        if (e.closest('mjx-container, svg, script, style, noscript')) continue;
-        if (![...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
-        if (e.getClientRects().length === 0) continue;
-        const pre = e.closest('pre');
-        if (pre) { const n = inPre.get(pre) || 0; if (n >= 20) continue; inPre.set(pre, n + 1); }
-        e.setAttribute('data-font-check', text.length);
-        text.push([...e.childNodes].filter(n => n.nodeType === 3).map(n => n.textContent)
-                  .join('').trim().slice(0, 40));
+# The page's text, as what decides the font it is drawn with: for each style (font family,
+# weight, style, case) in use, every character that visible text in that style holds (bar
+# MathJax's, whose SVG needs no font). Each such set is appended to the page in a probe span of
+# that style, one span per style or one per character (`each`), for the platform-font check to
+# read: far cheaper than asking for each of the thousands of text elements, and it misses no
+# character.
+PROBE_TEXT_JS = r"""(each) => {
+    const styles = new Map();
+    const walk = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        const e = n.parentElement;
+        if (!e || !n.textContent.trim() || e.closest('mjx-container, svg, script, style, noscript')
+            || e.getClientRects().length === 0) continue;
+        const cs = getComputedStyle(e);
+        const key = [cs.fontFamily, cs.fontWeight, cs.fontStyle, cs.textTransform].join('|');
+        if (!styles.has(key)) styles.set(key, new Map());
+        const chars = styles.get(key);  // each character, and the first text that holds it
+        for (const c of n.textContent) if (c.trim() && !chars.has(c))
+            chars.set(c, n.textContent.trim().slice(0, 40));
     }
-    return text; }"""
+    document.querySelectorAll('[data-font-probe]').forEach(e => e.remove());
+    const probes = [];
+    for (const [key, chars] of styles) {
+        const [family, weight, style, transform] = key.split('|');
+        for (const text of each ? [...chars.keys()] : [[...chars.keys()].join('')]) {
+            const span = document.createElement('span');
+            span.textContent = text;
+            span.setAttribute('data-font-probe', probes.length);
+            Object.assign(span.style, {fontFamily: family, fontWeight: weight, fontStyle: style,
+                                       textTransform: transform, whiteSpace: 'pre',
+                                       position: 'absolute', left: '-99999px', top: '0'});
+            document.body.appendChild(span);
+            probes.push({family: family.split(',')[0].replace(/"/g, ''), weight, style, text,
+                         sample: chars.get(text) || ''});
+        }
+    }
+    return probes; }"""
 
 
 def platform_fonts(page, selector: str) -> list[list[dict]]:
@@ -152,6 +173,17 @@ def platform_fonts(page, selector: str) -> list[list[dict]]:
         return [cdp.send("CSS.getPlatformFontsForNode", {"nodeId": i})["fonts"] for i in ids]
     finally:
         cdp.detach()
+
+
+def installed_glyphs(page, *, each: bool) -> tuple[list[dict], list[list[str]]]:
+    """The page's text probes (PROBE_TEXT_JS) and, for each, the installed (not vendored) fonts
+    Chromium drew some of it with."""
+    probes = page.evaluate(PROBE_TEXT_JS, each)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    drawn = platform_fonts(page, "[data-font-probe]")
+    return probes, [[f["familyName"] for f in fonts
+                     if not f["isCustomFont"] or not f["familyName"].startswith(VENDORED)]
+                    for fonts in drawn]
 
 
 def fonts_check(page, path: str) -> tuple[list[str], str]:
@@ -173,24 +205,27 @@ def fonts_check(page, path: str) -> tuple[list[str], str]:
                             f"not from a woff2 this page fetched under {FONT_DIR} ({f['url']})")
     families = {f["family"] for f in loaded}
     if "Roboto" not in families or not info["text"]:
-        problems.append(f"{path}: the text face Roboto is not loaded (document.fonts: "
-                        f"{sorted(families) or 'no face loaded'}; run `make assets`?)")
+        statuses = sorted({f["status"] for f in info["faces"] if f["family"] == "Roboto"})
+        problems.append(f"{path}: the text face Roboto is not loaded (document.fonts: loaded "
+                        f"{sorted(families) or 'none'}, Roboto's faces {statuses or 'absent'}; "
+                        "run `make assets`?)")
     if info["hasCode"] and ("Roboto Mono" not in families or not info["code"]):
         problems.append(f"{path}: the code face Roboto Mono is not loaded")
 
-    texts = page.evaluate(MARK_TEXT_JS)
-    drawn = platform_fonts(page, "[data-font-check]")
-    others: dict[str, list[str]] = {}
-    for text, fonts in zip(texts, drawn, strict=True):
-        for f in fonts:
-            if not f["isCustomFont"] or not f["familyName"].startswith(VENDORED):
-                others.setdefault(f["familyName"], []).append(text)
-    for family, where in others.items():
-        problems.append(f"{path}: {len(where)} elements drawn (in part) with the installed font "
-                        f"{family!r}, not a vendored face, e.g. {where[:3]}")
+    probes, drawn = installed_glyphs(page, each=False)
+    if any(drawn):  # name the characters: probe them one by one
+        probes, drawn = installed_glyphs(page, each=True)
+        missing = [f"{p['text']!r} (U+{ord(p['text']):04X}) in {p['family']} {p['weight']} "
+                   f"{p['style']} text such as {p['sample']!r}, drawn with {', '.join(fonts)}"
+                   for p, fonts in zip(probes, drawn, strict=True) if fonts]
+        problems.append(f"{path}: {len(missing)} characters drawn with installed fonts, not a "
+                        f"vendored face (none loaded, or none has them): " + "; ".join(missing[:4]))
+    page.evaluate("document.querySelectorAll('[data-font-probe]').forEach(e => e.remove())")
+    styles = len({(p["family"], p["weight"], p["style"]) for p in probes})
+    chars = sum(len(p["text"]) for p in probes)
     summary = (f"{len(loaded)} faces loaded from {FONT_DIR} "
-               f"({', '.join(sorted(families)) or 'none'}), {len(texts)} text elements drawn "
-               f"with {'only them' if not others else 'installed fonts too'}")
+               f"({', '.join(sorted(families)) or 'none'}) drew all the text ({chars} characters "
+               f"in {styles} styles)" if not any(drawn) else "installed fonts drew some text")
     return problems, summary
 
 
