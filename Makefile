@@ -64,7 +64,8 @@ $(FONTS):
 	  | sed -e "s|, url([^)]*\.woff) format('woff')||" > $@.tmp
 	for w in $$(grep -o 'files/[a-z0-9-]*\.woff2' $@.tmp | sort -u); do \
 	  cp .cache/npm/node_modules/@fontsource/*/$$w $(dir $@)files/ || exit 1; done
-	cp .cache/npm/node_modules/@fontsource/roboto/LICENSE $(dir $@)LICENSE
+	for p in roboto roboto-mono noto-sans-math; do \
+	  cp .cache/npm/node_modules/@fontsource/$$p/LICENSE $(dir $@)LICENSE-$$p || exit 1; done
 	mv $@.tmp $@
 
 assets: $(MATHJAX) $(FONTS)

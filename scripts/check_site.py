@@ -241,14 +241,14 @@ def layout(page) -> dict:
 def common_checks(run: Run, page, path: str, offsite: list[str]) -> tuple[list[str], str]:
     """What every page must pass: fonts, tables, offline."""
     problems, summary = fonts_check(page, path)
-    table_problems, widest = table_overflow(page, path)
+    table_problems, room = table_overflow(page, path)
     problems += table_problems
     run.layout[path] = layout(page)
     if offsite:
         problems.append(f"{path}: requests off this machine: {offsite[:5]}")
     tables = page.locator(".md-content table").count()
-    summary += (f"; {tables} tables" + (f", the widest {widest:.0%} of the column" if tables
-                                        else ""))
+    summary += f"; {tables} tables" + (f" inside the column (at least {room:.0f} px to spare, "
+                                       "squeezed to the narrowest)" if tables else "")
     return problems, summary
 
 
@@ -310,7 +310,7 @@ def check_page(run: Run, path: str, shot: Path, anchor: str, *, titles: bool = T
 
 def table_overflow(page, path: str) -> tuple[list[str], float]:
     """Tables wider than the text column (they would scroll, clipped), or hidden, on a loaded
-    page; and the widest table's share of the column."""
+    page; and the room left beside the tightest (the column less its narrowest possible width)."""
     tables = page.evaluate("""() => {
         const column = document.querySelector('.md-content__inner').getBoundingClientRect();
         return [...document.querySelectorAll('.md-content table')].map(t => {
@@ -318,8 +318,12 @@ def table_overflow(page, path: str) -> tuple[list[str], float]:
             const r = t.getBoundingClientRect();
             const head = (t.querySelector('th') || t).textContent.trim().slice(0, 40);
             const cells = [...t.querySelectorAll('th, td')];
+            const width = t.style.width;  // the narrowest it can be: its longest unbreakable runs
+            t.style.width = 'min-content';
+            const least = t.getBoundingClientRect().width;
+            t.style.width = width;
             return {head, width: Math.round(r.width), column: Math.round(column.width),
-                    share: r.width / column.width,
+                    least: least,
                     scrolls: wrap.scrollWidth > wrap.clientWidth + 1
                              || t.scrollWidth > t.clientWidth + 1,
                     past: r.right > column.right + 1 || r.left < column.left - 1,
@@ -336,7 +340,7 @@ def table_overflow(page, path: str) -> tuple[list[str], float]:
                  for o in tables if o["hidden"]]
     if page_scrolls:
         problems.append(f"{path}: the page scrolls sideways at {VIEWPORT['width']} px")
-    return problems, max((o["share"] for o in tables), default=0.0)
+    return problems, min((o["column"] - o["least"] for o in tables), default=0.0)
 
 
 def check_common(run: Run, path: str) -> list[str]:
