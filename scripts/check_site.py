@@ -80,7 +80,7 @@ def open_page(run: Run, path: str):
             if urlparse(r.url).hostname not in ("127.0.0.1", None) and
             not r.url.startswith("data:") else None)
     if run.block_fonts:  # --block-fonts: what the check says when the vendored faces are missing
-        page.route(f"**{FONT_DIR}**", lambda route: route.abort())
+        page.route(f"**{FONT_DIR}files/**", lambda route: route.abort())
     response = page.goto(f"{run.base}/{path}", wait_until="load")
     if response is None or response.status != 200:
         page.close()
@@ -442,7 +442,7 @@ def main() -> None:
                         help="render under this font set (repeat for several); default: dejavu "
                              "and liberation where both are installed, else system")
     parser.add_argument("--block-fonts", action="store_true",
-                        help="refuse the vendored font files, to see the check fail without them")
+                        help="refuse the vendored woff2 files, to see the check fail without them")
     args = parser.parse_args()
     if not (args.site / "index.html").exists():
         sys.exit(f"no built site at {args.site}: run `make site` first")
