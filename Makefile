@@ -4,6 +4,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 MATHJAX_VERSION := 3.2.2
 MATHJAX := docs/assets/vendor/mathjax/tex-svg-full.js
+# The site's two faces (@fontsource, from npm at setup time like MathJax): the same text metrics on
+# every machine and in every reader's browser, whatever fonts are installed there.
+ROBOTO_VERSION := 5.3.0
+ROBOTO_MONO_VERSION := 5.3.0
+# Roboto has no arrows (the pages' tables write "472 → 465"): Noto Sans Math, declared for the
+# Arrows and Mathematical Operators blocks only, is the faces' fallback, so no glyph is left to
+# whatever a machine has installed.
+NOTO_MATH_VERSION := 5.3.0
+FONTS := docs/assets/vendor/fonts/fonts.css
+# the weights Material asks Google Fonts for (text 300, 400, 700 and their italics; code 400, 700)
+FONT_CSS := roboto/300.css roboto/300-italic.css roboto/400.css roboto/400-italic.css \
+  roboto/700.css roboto/700-italic.css roboto-mono/400.css roboto-mono/400-italic.css \
+  roboto-mono/700.css
 HOST ?= 127.0.0.1:8000
 export NO_MKDOCS_2_WARNING := 1
 
@@ -51,7 +64,27 @@ $(MATHJAX):
 	npm install --silent --no-audit --no-fund --prefix .cache/npm mathjax@$(MATHJAX_VERSION)
 	cp .cache/npm/node_modules/mathjax/es5/tex-svg-full.js $@
 
-assets: $(MATHJAX)
+# One stylesheet with every @font-face of FONT_CSS (all unicode subsets: a browser fetches only
+# those a page's text needs), woff2 only (every browser the site supports reads it), and the woff2
+# files it names, next to it: its URLs stay relative, so `mkdocs serve` and the built site agree.
+$(FONTS):
+	mkdir -p .cache/npm $(dir $@)files
+	npm install --silent --no-audit --no-fund --prefix .cache/npm \
+	  @fontsource/roboto@$(ROBOTO_VERSION) @fontsource/roboto-mono@$(ROBOTO_MONO_VERSION) \
+	  @fontsource/noto-sans-math@$(NOTO_MATH_VERSION)
+	{ echo "/* written by make assets (OFL-1.1 fonts): @fontsource/roboto@$(ROBOTO_VERSION)," \
+	    "@fontsource/roboto-mono@$(ROBOTO_MONO_VERSION), @fontsource/noto-sans-math@$(NOTO_MATH_VERSION) */"; \
+	  for f in $(FONT_CSS); do cat .cache/npm/node_modules/@fontsource/$$f; echo; done; \
+	  sed -e 's|unicode-range:.*;|unicode-range: U+2190-22FF;|' \
+	    .cache/npm/node_modules/@fontsource/noto-sans-math/400.css; } \
+	  | sed -e "s|, url([^)]*\.woff) format('woff')||" > $@.tmp
+	for w in $$(grep -o 'files/[a-z0-9-]*\.woff2' $@.tmp | sort -u); do \
+	  cp .cache/npm/node_modules/@fontsource/*/$$w $(dir $@)files/ || exit 1; done
+	for p in roboto roboto-mono noto-sans-math; do \
+	  cp .cache/npm/node_modules/@fontsource/$$p/LICENSE $(dir $@)LICENSE-$$p || exit 1; done
+	mv $@.tmp $@
+
+assets: $(MATHJAX) $(FONTS)
 
 serve: setup assets
 	$(BIN)/mkdocs serve --dev-addr $(HOST)
