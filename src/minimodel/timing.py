@@ -1,0 +1,89 @@
+# ~/~ begin <<docs/gpu-primer.md#src/minimodel/timing.py>>[init]
+"""One timer for every benchmark: GPU time under CUDA-graph replay, host time per call.
+
+Tangled from docs/gpu-primer.md (Timing a call).
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Timing", "gpu_time_ms", "host_time_us", "time_call"]
+
+# ~/~ begin <<docs/gpu-primer.md#timing-timing>>[init]
+@dataclass(frozen=True)
+class Timing:
+    """What one call costs: `gpu_ms`, the median GPU time of a call replayed in a CUDA graph;
+    `host_us`, the CPU wall time per call, measured while the GPU cannot run anything."""
+
+    gpu_ms: float
+    host_us: float
+
+
+def _need_cuda(what: str) -> None:
+    if not torch.cuda.is_available():
+        raise RuntimeError(f"{what} times CUDA work and needs a CUDA GPU; none is available")
+
+
+def _check_callable(fn: object) -> None:
+    if not callable(fn):
+        raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
+# ~/~ end
+
+# ~/~ begin <<docs/gpu-primer.md#timing-gpu>>[init]
+def gpu_time_ms(fn: Callable[[], object], rep_ms: int = 100) -> float:
+    """Median GPU time of fn() in milliseconds, replayed in a CUDA graph (no host time inside).
+
+    fn must be capturable: no host synchronisation, no new allocations that outlive it."""
+    import triton.testing
+
+    _need_cuda("gpu_time_ms")
+    _check_callable(fn)
+    if not isinstance(rep_ms, int) or isinstance(rep_ms, bool) or rep_ms < 1:
+        raise ValueError(f"rep_ms must be an int >= 1, got {rep_ms!r}")
+    return float(triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median"))
+# ~/~ end
+
+# ~/~ begin <<docs/gpu-primer.md#timing-host>>[init]
+def host_time_us(fn: Callable[[], object], calls: int = 200, tries: int = 6) -> float:
+    """CPU wall time of one fn() call in microseconds, the GPU held busy by a sleeping kernel
+    so that no call waits for the GPU; the dispatch of a custom op counts."""
+    import time
+
+    _need_cuda("host_time_us")
+    _check_callable(fn)
+    for name, value in (("calls", calls), ("tries", tries)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    fn()  # compile, allocate and cache before timing
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    guess_s = time.perf_counter() - start
+    torch.cuda.synchronize()
+    cycles = int(2 * guess_s * 2e9) + 1_000_000
+    for _ in range(tries):
+        torch.cuda._sleep(cycles)
+        asleep = torch.cuda.Event()
+        asleep.record()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        elapsed = time.perf_counter() - start
+        still_asleep = not asleep.query()
+        torch.cuda.synchronize()
+        if still_asleep:
+            return elapsed / calls * 1e6
+        cycles *= 2
+    raise RuntimeError(f"host_time_us: the GPU finished its sleep before {calls} calls were "
+                       f"issued, {tries} times; the calls must be waiting for the GPU")
+# ~/~ end
+
+# ~/~ begin <<docs/gpu-primer.md#timing-both>>[init]
+def time_call(fn: Callable[[], object]) -> Timing:
+    """Both costs of fn(): GPU time under graph replay and host time per call."""
+    return Timing(gpu_ms=gpu_time_ms(fn), host_us=host_time_us(fn))
+# ~/~ end
+# ~/~ end

@@ -1,0 +1,44 @@
+# ~/~ begin <<docs/gpu-primer.md#tests/test_timing.py>>[init]
+"""The shared timer (tangled from docs/gpu-primer.md)."""
+
+import pytest
+import torch
+
+from minimodel.timing import gpu_time_ms, host_time_us, time_call
+
+
+# ~/~ begin <<docs/gpu-primer.md#timing-tests>>[init]
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+@pytest.mark.parametrize("timer", [gpu_time_ms, host_time_us, time_call])
+def test_the_timers_refuse_without_a_gpu(timer):
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        timer(lambda: None)
+
+
+@pytest.mark.gpu
+def test_the_timers_refuse_bad_arguments():
+    with pytest.raises(TypeError, match="fn"):
+        gpu_time_ms(3)
+    with pytest.raises(ValueError, match="calls"):
+        host_time_us(lambda: None, calls=0)
+    with pytest.raises(ValueError, match="rep_ms"):
+        gpu_time_ms(lambda: None, rep_ms=0)
+
+
+@pytest.mark.gpu
+def test_a_copy_and_one_launch_time_as_expected():
+    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    timing = time_call(lambda: dst.copy_(src))
+    rate = 2 * src.numel() / (timing.gpu_ms * 1e-3)  # bytes read + written per second
+    assert 0.5e12 < rate < 6e12, rate
+    assert 0 < timing.host_us < 1000, timing
+
+
+@pytest.mark.gpu
+def test_a_call_that_waits_for_the_gpu_is_refused():
+    x = torch.ones(1, device="cuda")
+    with pytest.raises(RuntimeError, match="waiting for the GPU"):
+        host_time_us(lambda: x.add_(1).item(), calls=5, tries=2)
+# ~/~ end
+# ~/~ end
