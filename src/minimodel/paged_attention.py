@@ -835,9 +835,8 @@ def paged_prefill(
     tau = resolve_scale(scale, d)
     if max_query_len is not None:
         _check_int("max_query_len", max_query_len, 0, total_q)
-    o = torch.empty_like(q)
-    lse = torch.empty((total_q, hq), dtype=torch.float32, device=q.device)
     if hq == 0:
+        o, lse = torch.empty_like(q), torch.empty((total_q, 0), device=q.device)
         return (o, lse) if return_lse else o
     if b * hq > MAX_GRID_Y:
         raise ValueError(f"paged_prefill runs one program row per (sequence, query head): B * Hq "
@@ -845,9 +844,24 @@ def paged_prefill(
     if max_query_len is None:  # the checked path: one sync
         max_query_len = _check_data(block_tables, context_lens, k_pool.shape[0], block_size,
                                     window, query_start_loc, total_q)
+    o, lse = _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc,
+                      block_size=block_size, n_kv_heads=hkv, max_query_len=max_query_len,
+                      causal=causal, window=window, tau=tau, error_flags=error_flags)
+    return (o, lse) if return_lse else o
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-launch>>[init]
+def _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc, *, block_size,
+             n_kv_heads, max_query_len, causal, window, tau, error_flags=None, out=None):
+    """Launch the prefill kernel; `out` = (O, lse) may be given preallocated, as for _decode."""
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size)
+    total_q, hq, d = q.shape
+    b = query_start_loc.shape[0] - 1
     head_dim = max(16, triton.next_power_of_2(d))
+    o, lse = out if out is not None else (
+        torch.empty_like(q), torch.empty((total_q, hq), dtype=torch.float32, device=q.device))
     cfg = prefill_config(head_dim, q.element_size())
     # At least one program per (sequence, head): each also checks its offsets and length, and
     # walks every tile of its chunk however few rows max_query_len promised.
@@ -855,7 +869,7 @@ def paged_prefill(
     _paged_prefill_fwd[grid](
         q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
         error_flags if error_flags is not None else lse,  # never written without HAS_ERR
-        tau * LOG2E, window or 0, hq, hq // hkv, total_q, k_pool.shape[0],
+        tau * LOG2E, window or 0, hq, hq // n_kv_heads, total_q, k_pool.shape[0],
         min(block_tables.shape[1] * block_size, 2**31 - 1),
         *q.stride(), *k_pool.stride(), *v_pool.stride(), *block_tables.stride(),
         context_lens.stride(0), query_start_loc.stride(0),
@@ -867,6 +881,6 @@ def paged_prefill(
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return (o, lse) if return_lse else o
+    return o, lse
 # ~/~ end
 # ~/~ end
