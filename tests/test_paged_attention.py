@@ -20,8 +20,9 @@ def make_cache(lens, hkv, d, block_size, *, dtype=torch.float32, device=DEVICE, 
                first_kept=None, spare_blocks=3, extra_columns=2):
     """The paged-KV recipe: the same keys and values contiguous, (B, Hkv, max(lens), d), and in a
     pool whose physical blocks are a random permutation. Everything a kernel must not read is
-    NaN: the slots past each context, the spare blocks, the block an entry of -1 would point at
-    (the pool starts one block into its storage), and, with first_kept[b], every block of
+    NaN: the slots past each context, the spare blocks, the blocks entries -1 and num_blocks
+    would point at (the pool is a view into a NaN-filled storage one block longer at each end),
+    and, with first_kept[b], every block of
     sequence b that ends before key first_kept[b] (its table entry set to -1, as a cache that
     frees blocks behind a sliding window would)."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -31,9 +32,10 @@ def make_cache(lens, hkv, d, block_size, *, dtype=torch.float32, device=DEVICE, 
     blocks = [triton.cdiv(n, block_size) for n in lens]
     total = sum(blocks) + spare_blocks
     perm = torch.randperm(total, generator=gen, device=device).tolist()
-    k_store = torch.full((total + 1, block_size, hkv, d), NAN, dtype=dtype, device=device)
+    k_store = torch.full((total + 2, block_size, hkv, d), NAN, dtype=dtype, device=device)
     v_store = torch.full_like(k_store, NAN)
-    k_pool, v_pool = k_store[1:], v_store[1:]  # entry -1 would read k_store[0]: NaN
+    # The NaN fence: entry -1 would read k_store[0], entry num_blocks k_store[-1], both NaN.
+    k_pool, v_pool = k_store[1:-1], v_store[1:-1]
     table = torch.full((b, max(blocks) + extra_columns), -1, dtype=torch.int32, device=device)
     for seq, n in enumerate(lens):
         for logical in range(blocks[seq]):
@@ -72,8 +74,10 @@ def check_row(out, lse, q4, k4, v4, *, causal=True, window=None, scale=None, fp1
 
 def check_decode(q, cache, lens, *, window=None, scale=None, **kwargs):
     k, v, k_pool, v_pool, table, lens_t = cache
-    out, lse = paged_decode(q, k_pool, v_pool, table, lens_t, window=window, scale=scale,
-                            return_lse=True, **kwargs)
+    # index tensors inside the fence: strided, poison between the elements and past each row
+    out, lse = paged_decode(q, k_pool, v_pool, fenced(table, spare_block(cache)),
+                            fenced(lens_t, 10**6), window=window, scale=scale, return_lse=True,
+                            **kwargs)
     assert out.dtype == q.dtype and out.shape == q.shape
     assert lse.dtype == torch.float32 and lse.shape == q.shape[:2]
     for seq, n in enumerate(lens):
@@ -89,15 +93,17 @@ def check_prefill(ctx_lens, q_lens, hq, hkv, d, block_size, *, dtype=torch.float
                   window=None, scale=None, first_kept=None, device=DEVICE, **kwargs):
     """Chunks of q_lens[b] new tokens against contexts of ctx_lens[b] keys (theirs included),
     packed along dim 0 with query_start_loc offsets; each sequence against the reference."""
-    k, v, k_pool, v_pool, table, lens_t = make_cache(ctx_lens, hkv, d, block_size, dtype=dtype,
-                                                     device=device, first_kept=first_kept)
+    cache = make_cache(ctx_lens, hkv, d, block_size, dtype=dtype, device=device,
+                       first_kept=first_kept)
+    k, v, k_pool, v_pool, table, lens_t = cache
     gen = torch.Generator(device=device).manual_seed(2)
     q = torch.randn(sum(q_lens), hq, d, generator=gen, device=device).to(dtype)
     starts = [0]
     for n in q_lens:
         starts.append(starts[-1] + n)
     starts_t = torch.tensor(starts, dtype=torch.int32, device=device)
-    out, lse = paged_prefill(q, k_pool, v_pool, table, lens_t, starts_t, causal=causal,
+    out, lse = paged_prefill(q, k_pool, v_pool, fenced(table, spare_block(cache)),
+                             fenced(lens_t, 10**6), fenced(starts_t, -7), causal=causal,
                              window=window, scale=scale, return_lse=True, **kwargs)
     assert out.dtype == q.dtype and out.shape == q.shape
     assert lse.dtype == torch.float32 and lse.shape == q.shape[:2]
@@ -336,6 +342,225 @@ def test_prefill_bad_input_raises(make, kwargs, match):
 def test_prefill_rejects_decreasing_offsets():
     with pytest.raises(ValueError, match=r"query_start_loc"):
         paged_prefill(**prefill_args(query_start_loc=starts(0, 6, 4)))
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-bad-input>>[init]
+# The fast path's error bits, as the interface fixes them.
+BAD_ENTRY, BAD_LENGTH, BAD_QUERY_START = 1, 2, 4
+
+
+def spare_block(cache):
+    """A block of the pool that no sequence owns: all NaN, in range, never to be read."""
+    table, num_blocks = cache[4], cache[2].shape[0]
+    used = set(table[table >= 0].tolist())
+    return next(i for i in range(num_blocks) if i not in used)
+
+
+def fenced(t, poison):
+    """The index tensor t (1-D or 2-D) as a view into a buffer filled with poison: every other
+    element (every other column) and everything past each row. A kernel that ignores a stride,
+    or reads past a table row, reads poison."""
+    if t.dim() == 1:
+        buf = torch.full((2 * t.shape[0] + 1,), poison, dtype=t.dtype, device=t.device)
+        view = buf[: 2 * t.shape[0] : 2]
+    else:
+        rows, cols = t.shape
+        buf = torch.full((rows + 1, 2 * cols + 2), poison, dtype=t.dtype, device=t.device)
+        view = buf[:rows, : 2 * cols : 2]
+    view.copy_(t)
+    return view
+
+
+def raises_naming(call, *values):
+    """call() raises ValueError whose message names every value (the words are not checked)."""
+    with pytest.raises(ValueError) as info:
+        call()
+    for value in values:
+        assert str(value) in str(info.value), (value, str(info.value))
+
+
+def check_decode_keys(out, lse, q, k, v, seq, keep):
+    """Row seq of a decode against the reference over the key positions keep only."""
+    idx = torch.tensor(keep, device=k.device)
+    check_row(out[seq, :, None], lse[seq, :, None], q[seq : seq + 1, :, None],
+              k[seq : seq + 1, :, idx], v[seq : seq + 1, :, idx])
+
+
+BAD_ENTRIES = ["num_blocks", -1, -(2**31), 2**31 - 1]
+
+
+def bad_value(entry, k_pool):
+    return k_pool.shape[0] if entry == "num_blocks" else entry
+
+
+@pytest.mark.parametrize("entry", BAD_ENTRIES)
+def test_decode_checked_path_refuses_an_entry_outside_the_pool(entry):
+    lens = [37, 50]
+    k, v, k_pool, v_pool, table, lens_t = make_cache(lens, 2, 32, 16)
+    table[1, 2] = value = bad_value(entry, k_pool)
+    raises_naming(lambda: paged_decode(make_q(2, 4, 32), k_pool, v_pool, table, lens_t),
+                  "block_tables", value)
+
+
+def test_decode_checked_path_ignores_entries_it_does_not_read():
+    # past the context and behind the window: -1 or anything else
+    lens = [37, 50]
+    cache = make_cache(lens, 2, 32, 16, first_kept=[0, 33])
+    cache[4][0, 3:] = 10**6
+    check_decode(make_q(2, 4, 32), cache, lens, window=17)
+
+
+@pytest.mark.parametrize("entry", BAD_ENTRIES)
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_decode_fast_path_skips_an_entry_outside_the_pool_and_flags_it(entry, num_splits):
+    lens = [37, 50, 20]
+    cache = make_cache(lens, 2, 32, 16)
+    k, v, k_pool, v_pool, table, lens_t = cache
+    table[1, 1] = bad_value(entry, k_pool)  # keys 16..31 of sequence 1
+    flags = torch.zeros(3, dtype=torch.int32, device=DEVICE)
+    q = make_q(3, 4, 32)
+    out, lse = paged_decode(q, k_pool, v_pool, fenced(table, spare_block(cache)),
+                            fenced(lens_t, 10**6), max_context_len=50, num_splits=num_splits,
+                            return_lse=True, error_flags=flags)
+    assert flags.tolist() == [0, BAD_ENTRY, 0]
+    for seq in (0, 2):
+        check_decode_keys(out, lse, q, k, v, seq, range(lens[seq]))
+    check_decode_keys(out, lse, q, k, v, 1, [*range(16), *range(32, 50)])  # the rest, no NaN
+
+
+@pytest.mark.parametrize("num_splits", [None, 1, 4])
+def test_decode_fast_path_keeps_a_context_over_capacity_in_its_row(num_splits):
+    # The issue's case: 4 blocks of 16 per row, context_lens [100, 64], max_context_len=64.
+    # Past each row the fenced table holds a NaN block; the length is cut to the row, flagged.
+    cache = make_cache([64, 64], 2, 32, 16, extra_columns=0)
+    k, v, k_pool, v_pool, table, _ = cache
+    q = make_q(2, 4, 32)
+    for bad_len in (100, -5):
+        lens_t = torch.tensor([bad_len, 64], dtype=torch.int32, device=DEVICE)
+        flags = torch.zeros(2, dtype=torch.int32, device=DEVICE)
+        out, lse = paged_decode(q, k_pool, v_pool, fenced(table, spare_block(cache)), lens_t,
+                                max_context_len=64, num_splits=num_splits, return_lse=True,
+                                error_flags=flags)
+        assert flags.tolist() == [BAD_LENGTH, 0]
+        check_decode_keys(out, lse, q, k, v, 1, range(64))
+        if bad_len > 0:
+            check_decode_keys(out, lse, q, k, v, 0, range(64))
+        else:
+            assert (out[0] == 0).all() and (lse[0] == float("-inf")).all()
+
+
+def test_decode_flags_are_only_ored_in():
+    lens = [37, 50]
+    k, v, k_pool, v_pool, table, lens_t = make_cache(lens, 2, 32, 16)
+    flags = torch.tensor([8, 0], dtype=torch.int32, device=DEVICE)  # the caller's bits stay
+    paged_decode(make_q(2, 4, 32), k_pool, v_pool, table, lens_t, max_context_len=50,
+                 error_flags=flags)
+    assert flags.tolist() == [8, 0]
+
+
+def test_decode_empty_batch_and_bad_flags_tensor():
+    k, v, k_pool, v_pool, table, lens_t = make_cache([5, 40], 2, 32, 16)
+    out = paged_decode(make_q(0, 4, 32), k_pool, v_pool, table[:0], lens_t[:0])
+    assert out.shape == (0, 4, 32)
+    raises_naming(lambda: paged_decode(make_q(2, 4, 32), k_pool, v_pool, table, lens_t,
+                                       error_flags=torch.zeros(3, dtype=torch.int32)),
+                  "error_flags", 3)
+    pool = torch.zeros(4, 16, 0, 32, device=DEVICE)
+    raises_naming(lambda: paged_decode(make_q(2, 4, 32), pool, pool, table, lens_t), "Hkv", 0)
+
+
+def test_decode_refuses_pools_that_require_grad():
+    k, v, k_pool, v_pool, table, lens_t = make_cache([5, 40], 2, 32, 16)
+    with pytest.raises(ValueError):
+        paged_decode(make_q(2, 4, 32), k_pool.clone().requires_grad_(), v_pool, table, lens_t)
+
+
+def fast_prefill(ctx_lens, q_lens, cache, *, table=None, lens_t=None, starts_t=None, **kwargs):
+    k, v, k_pool, v_pool, table0, lens0 = cache
+    starts = [0]
+    for n in q_lens:
+        starts.append(starts[-1] + n)
+    q = torch.randn(starts[-1], 4, 32, generator=torch.Generator(DEVICE).manual_seed(3),
+                    device=DEVICE)
+    flags = torch.zeros(len(ctx_lens), dtype=torch.int32, device=DEVICE)
+    if starts_t is None:
+        starts_t = torch.tensor(starts, dtype=torch.int32, device=DEVICE)
+    out, lse = paged_prefill(q, k_pool, v_pool, fenced(table0 if table is None else table,
+                                                       spare_block(cache)),
+                             fenced(lens0 if lens_t is None else lens_t, 10**6),
+                             fenced(starts_t, -7), return_lse=True, error_flags=flags,
+                             **kwargs)
+    return q, starts, out, lse, flags
+
+
+@pytest.mark.parametrize("entry", BAD_ENTRIES)
+def test_prefill_checked_path_refuses_an_entry_outside_the_pool(entry):
+    k, v, k_pool, v_pool, table, lens = make_cache([5, 40], 2, 32, 16)
+    table[1, 1] = value = bad_value(entry, k_pool)
+    q = make_q(9, 4, 32)
+    raises_naming(lambda: paged_prefill(q, k_pool, v_pool, table, lens, starts(0, 4, 9)),
+                  "block_tables", value)
+
+
+@pytest.mark.parametrize("mask", [{}, {"window": 20}, {"causal": False}])
+@pytest.mark.parametrize("entry", [-1, "num_blocks"])
+def test_prefill_fast_path_skips_an_entry_outside_the_pool_and_flags_it(mask, entry):
+    ctx_lens, q_lens = [40, 70, 33], [20, 50, 33]
+    cache = make_cache(ctx_lens, 2, 32, 16)
+    k, v, k_pool, _, table, _ = cache
+    table = table.clone()
+    table[1, 3] = bad_value(entry, k_pool)  # keys 48..63 of sequence 1
+    q, st, out, lse, flags = fast_prefill(ctx_lens, q_lens, cache, table=table,
+                                          max_query_len=50, **mask)
+    assert flags.tolist() == [0, BAD_ENTRY, 0]
+    assert not out.isnan().any()
+    for seq in (0, 2):
+        rows = slice(st[seq], st[seq + 1])
+        check_row(out[rows].transpose(0, 1), lse[rows].transpose(0, 1),
+                  q[rows].transpose(0, 1)[None], k[seq : seq + 1, :, : ctx_lens[seq]],
+                  v[seq : seq + 1, :, : ctx_lens[seq]], **mask)
+    if mask.get("causal") is False:  # every row sees every key: the rest, without 48..63
+        keep = torch.tensor([*range(48), *range(64, 70)], device=DEVICE)
+        rows = slice(st[1], st[2])
+        check_row(out[rows].transpose(0, 1), lse[rows].transpose(0, 1),
+                  q[rows].transpose(0, 1)[None], k[1:2, :, keep], v[1:2, :, keep], causal=False)
+
+
+def test_prefill_fast_path_keeps_a_context_over_capacity_in_its_row():
+    cache = make_cache([64, 30], 2, 32, 16, extra_columns=0)
+    k, v, k_pool, _, table, _ = cache
+    lens_t = torch.tensor([100, 30], dtype=torch.int32, device=DEVICE)
+    q, st, out, lse, flags = fast_prefill([100, 30], [10, 5], cache, lens_t=lens_t,
+                                          max_query_len=10)
+    assert flags.tolist() == [BAD_LENGTH, 0]
+    assert not out.isnan().any()
+    check_row(out[10:].transpose(0, 1), lse[10:].transpose(0, 1), q[10:].transpose(0, 1)[None],
+              k[1:2, :, :30], v[1:2, :, :30])
+
+
+@pytest.mark.parametrize(("offsets", "flagged"), [
+    ([0, 4, 30], [0, BAD_QUERY_START]),  # past total_q
+    ([-3, 4, 9], [BAD_QUERY_START, 0]),  # before row 0
+    ([0, 6, 4], [0, BAD_QUERY_START]),  # backwards
+])
+def test_prefill_fast_path_flags_offsets_outside_q(offsets, flagged):
+    cache = make_cache([20, 40], 2, 32, 16)
+    k, v = cache[:2]
+    q, st, out, lse, flags = fast_prefill([20, 40], [4, 5], cache, starts_t=starts(*offsets),
+                                          max_query_len=5)
+    assert flags.tolist() == flagged
+    seq = flagged.index(0)  # the good sequence is computed, the bad one not at all
+    rows = slice(offsets[seq], offsets[seq + 1])
+    n = [20, 40][seq]
+    check_row(out[rows].transpose(0, 1), lse[rows].transpose(0, 1),
+              q[rows].transpose(0, 1)[None], k[seq : seq + 1, :, :n], v[seq : seq + 1, :, :n])
+
+
+@pytest.mark.parametrize("max_query_len", [0, 1, 17])
+def test_prefill_a_short_max_query_len_costs_speed_not_correctness(max_query_len):
+    check_prefill([1, 17, 40, 100], [1, 5, 40, 37], 2, 2, 32, 16, window=30,
+                  max_query_len=max_query_len)
 # ~/~ end
 
 

@@ -13,12 +13,19 @@ import torch
 import triton
 from test_attention_flash import make_qkv
 from test_paged_attention import (
+    BAD_ENTRY,
+    BAD_LENGTH,
     DEVICE,
+    bad_value,
     check_decode,
+    check_decode_keys,
     check_prefill,
     check_row,
+    fenced,
     make_cache,
     make_q,
+    spare_block,
+    starts,
 )
 
 from minimodel import attention as attention_module
@@ -29,7 +36,7 @@ from minimodel.attention import (  # a learner's module has none
     attention_op,
 )
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
-from minimodel.paged_attention import paged_decode
+from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.reference import attention_ref
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-split>>[init]
@@ -121,6 +128,24 @@ def test_the_kernels_write_only_their_own_rows(num_splits, window):
     torch.testing.assert_close(out[0], expected)
 
 
+@pytest.mark.parametrize("offsets", [(0, 4, 30), (-3, 4, 9), (0, 6, 4)])
+def test_the_prefill_fast_path_writes_nothing_outside_o(offsets):
+    # Offsets outside q on the fast path: the output as a view into a NaN buffer; a row written
+    # outside it (a sequence not refused) shows as a non-NaN value in the fence.
+    cache = make_cache([20, 40], 2, 32, 16)
+    nan = float("nan")
+    o_buf = torch.full((60, 4, 32), nan, device=DEVICE)
+    lse_buf = torch.full((60, 4), nan, device=DEVICE)
+    out = (o_buf[20:29], lse_buf[20:29])
+    flags = torch.zeros(2, dtype=torch.int32, device=DEVICE)
+    pa._prefill(make_q(9, 4, 32), *cache[2:], torch.tensor(offsets, dtype=torch.int32,
+                device=DEVICE), block_size=16, n_kv_heads=2, max_query_len=5, causal=True,
+                window=None, tau=32**-0.5, error_flags=flags, out=out)
+    assert (flags != 0).any()
+    for buf in (o_buf, lse_buf):
+        assert buf[:20].isnan().all() and buf[29:].isnan().all()
+
+
 def test_the_prefill_writes_only_its_own_rows():
     # Sequences packed back to back: a stray store past a sequence's last row lands in the next
     # sequence's rows (written earlier by the interpreter's order of programs) and shows.
@@ -170,6 +195,62 @@ def test_cpu_tensors_need_the_interpreter(monkeypatch):
     k, v, k_pool, v_pool, table, lens = make_cache([5], 2, 32, 16, device="cpu")
     with pytest.raises(ValueError, match=r"needs CUDA tensors, got device cpu.*TRITON_INTERPRET"):
         paged_decode(make_q(1, 4, 32, device="cpu"), k_pool, v_pool, table, lens)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-gpu-safety>>[init]
+# --- On the H200: past 2^31 elements, and bad data on both paths, the context still usable ---
+
+@pytest.mark.gpu
+def test_gpu_decode_past_2_31_elements():
+    # The shape: k (1, 32, 589824, 128) fp16, 2.4e9 elements: off_hkv * stride_kh passes
+    # 2^31 from kv head 29 on (an illegal memory access when it was int32).
+    gen = torch.Generator("cuda").manual_seed(0)
+    n, d = 589824, 128
+    q = torch.randn(1, 32, 1, d, generator=gen, device="cuda", dtype=torch.float16) * 4
+    k = torch.randn(1, 32, n, d, generator=gen, device="cuda", dtype=torch.float16)
+    v = torch.randn(1, 32, n, d, generator=gen, device="cuda", dtype=torch.float16).add_(1)
+    assert k.numel() > 2**31
+    with torch.no_grad():
+        out, lse = attention(q, k, v, return_lse=True)
+    for h in (0, 28, 29, 31):
+        check_row(out[0, h : h + 1], lse[0, h : h + 1], q[:, h : h + 1], k[:, h : h + 1],
+                  v[:, h : h + 1], fp16_bar=False)
+    assert torch.ones(4, device="cuda").sum().item() == 4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("entry", ["num_blocks", -1, 2**31 - 1, -(2**31)])
+def test_gpu_bad_entries_and_lengths_leave_the_context_usable(entry):
+    lens = [3000, 5000]
+    cache = make_cache(lens, 8, 128, 16, dtype=torch.float16, device="cuda", extra_columns=0)
+    k, v, k_pool, v_pool, table, lens_t = cache
+    table[1, 100] = bad_value(entry, k_pool)  # keys 1600..1615 of sequence 1
+    q = make_q(2, 32, 128, dtype=torch.float16, device="cuda")
+    with pytest.raises(ValueError):  # the checked path refuses
+        paged_decode(q, k_pool, v_pool, table, lens_t)
+    with pytest.raises(ValueError):
+        paged_prefill(q, k_pool, v_pool, table, lens_t, starts(0, 1, 2))
+    flags = torch.zeros(2, dtype=torch.int32, device="cuda")
+    fence = spare_block(cache)
+    out, lse = paged_decode(q, k_pool, v_pool, fenced(table, fence), lens_t,
+                            max_context_len=5000, return_lse=True, error_flags=flags)
+    assert flags.tolist() == [0, BAD_ENTRY]
+    check_decode_keys(out, lse, q, k, v, 0, range(3000))
+    check_decode_keys(out, lse, q, k, v, 1, [*range(1600), *range(1616, 5000)])
+    flags.zero_()
+    out, lse = paged_prefill(q, k_pool, v_pool, fenced(table, fence), lens_t, starts(0, 1, 2),
+                             max_query_len=1, return_lse=True, error_flags=flags)
+    assert flags.tolist() == [0, BAD_ENTRY] and not out.isnan().any()
+    # a context over capacity (the table holds 313 blocks of 16 = 5008 keys): cut to its row
+    flags.zero_()
+    over = torch.tensor([3000, 9000], dtype=torch.int32, device="cuda")
+    out, lse = paged_decode(q, k_pool, v_pool, fenced(table, fence), over, max_context_len=5000,
+                            return_lse=True, error_flags=flags)
+    assert flags.tolist() == [0, BAD_LENGTH | BAD_ENTRY]  # (its row's last slots are NaN)
+    check_decode_keys(out, lse, q, k, v, 0, range(3000))
+    torch.cuda.synchronize()
+    assert torch.ones(4, device="cuda").sum().item() == 4  # CUDA work still runs
 # ~/~ end
 
 

@@ -139,6 +139,10 @@ def attention(
             "would carry no gradient. Call it under torch.no_grad() or on tensors that do not "
             "require grad"
         )
+    # The op's schema types window as an int64 (and would turn a bool into an int): the bool is
+    # refused above, and a window past any key count, which changes nothing, is cut to 2^62 (a
+    # host int, not Nk: under torch.compile Nk may be symbolic; the kernels cut it to Nk).
+    window = None if window is None else min(window, 2**62)
     o, lse = attention_op(q, k, v, causal, window, None if scale is None else float(scale))
     return (o, lse) if return_lse else o
 # ~/~ end

@@ -118,8 +118,9 @@ def _attn_fwd(
     out = acc / l_safe[:, None]
     desc_o.store([off_b, off_h, i0, 0], out.to(q.dtype).reshape(1, 1, BLOCK_M, HEAD_DIM))
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)  # 4 bytes a row
-    tl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
-             mask=offs_m < n_q)
+    # int64: lse (B, Hq, Nq) may pass 2^31 elements (the descriptors address in 64 bits already)
+    tl.store(lse_ptr + off_b.to(tl.int64) * stride_lse_b + off_h.to(tl.int64) * stride_lse_h
+             + offs_m, lse, mask=offs_m < n_q)
 # ~/~ end
 
 
@@ -310,7 +311,8 @@ def flash_attention(
     grid = lambda meta: (triton.cdiv(nq, meta["BLOCK_M"]), b * hq)
     _attn_fwd_tuned[grid](
         *(_descriptor(t, head_dim) for t in (q, k, v, o)), lse,
-        tau * LOG2E, nq, nk, hq, hq // hkv, window or 0, lse.stride(0), lse.stride(1),
+        # a window past every key changes nothing: min(window, nk) keeps it in int32
+        tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), lse.stride(0), lse.stride(1),
         triton.next_power_of_2(nq), triton.next_power_of_2(nk),
         HEAD_DIM=head_dim, CAUSAL=causal, WINDOWED=window is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",  # no TF32 for fp32 input

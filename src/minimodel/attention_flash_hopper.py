@@ -223,8 +223,8 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
             fence_async_shared()  # the TMA (async proxy) reads what these threads wrote
             tma.async_copy_shared_to_global(desc_o, [off_b, off_h, i0, 0], o_tile)
             lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN2)
-            gl.store(lse_ptr + off_b * stride_lse_b + off_h * stride_lse_h + offs_m, lse,
-                     mask=offs_m < n_q)
+            gl.store(lse_ptr + off_b.to(gl.int64) * stride_lse_b  # int64: past 2^31 elements
+                     + off_h.to(gl.int64) * stride_lse_h + offs_m, lse, mask=offs_m < n_q)
     tma.store_wait(0)
 # ~/~ end
 
@@ -387,7 +387,7 @@ def flash_attention_hopper(
     _attn_fwd_ws[grid](
         _descriptor(q, BLOCK_M // 2, head_dim), _descriptor(k, BLOCK_N, head_dim),
         _descriptor(v, BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim), lse,
-        tau * LOG2E, nq, nk, hq, hq // hkv, window or 0, n_m, n_items,
+        tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32
         lse.stride(0), lse.stride(1),
         BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES, CAUSAL=causal,
         WINDOWED=window is not None, PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,

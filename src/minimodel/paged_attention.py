@@ -16,35 +16,51 @@ import triton.language as tl
 
 from minimodel.reference import check_mask_args, resolve_scale
 
-__all__ = ["choose_num_splits", "paged_decode", "paged_prefill"]
+__all__ = ["ERR_BAD_ENTRY", "ERR_BAD_LENGTH", "ERR_BAD_QUERY_START", "choose_num_splits",
+           "paged_decode", "paged_prefill"]
 
 # Read when this module is imported, like triton itself reads it: set it before importing.
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
 LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
+# The bits of the fast path's error flags (see `paged_decode`), and the kernels' copies of them.
+ERR_BAD_ENTRY = 1  # a table entry a sequence reads lies outside the pool
+ERR_BAD_LENGTH = 2  # a context length outside [0, max_blocks * block_size]
+ERR_BAD_QUERY_START = 4  # prefill: a chunk's rows outside q, backwards, or a gap at either end
+_BAD_ENTRY = tl.constexpr(ERR_BAD_ENTRY)
+_BAD_LENGTH = tl.constexpr(ERR_BAD_LENGTH)
+_BAD_QUERY_START = tl.constexpr(ERR_BAD_QUERY_START)
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-kernel>>[init]
-@triton.jit(do_not_specialize=["n_k", "window", "split_len", "n_kv_heads", "group"])
+@triton.jit(do_not_specialize=["n_k", "window", "split_len", "n_kv_heads", "group", "num_blocks",
+                               "capacity"])
 def _paged_decode_fwd(
-    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, o_ptr, lse_ptr,
-    qk_scale, n_k, window, split_len, n_kv_heads, group,
+    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, o_ptr, lse_ptr, err_ptr,
+    qk_scale, n_k, window, split_len, n_kv_heads, group, num_blocks, capacity,
     stride_qb, stride_qh, stride_qd,
     stride_kblk, stride_kslot, stride_kh, stride_kd,
     stride_vblk, stride_vslot, stride_vh, stride_vd,
-    stride_tb,
+    stride_tb, stride_tc, stride_len, stride_err,
     stride_ob, stride_oh, stride_os, stride_od,
     stride_lb, stride_lh, stride_ls,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr,
 ):
     off_bh = tl.program_id(0)
     split = tl.program_id(1)
     off_b = off_bh // n_kv_heads
-    off_hkv = off_bh % n_kv_heads
+    # Every index that multiplies a stride is int64: a cache past 2^31 elements is addressed
+    # exactly (off_hkv * stride_kh alone passes 2^31 at 32 heads of 589,824 keys of 128).
+    off_hkv = (off_bh % n_kv_heads).to(tl.int64)
     b64 = off_b.to(tl.int64)
+    bad_len = False
     if PAGED:
-        ctx = tl.load(lens_ptr + off_b)  # this sequence's context length
+        ctx = tl.load(lens_ptr + b64 * stride_len)  # this sequence's context length
+        # The fast path's guard: a length outside [0, max_blocks * block_size] is flagged and
+        # cut to its own table row, so no key past the row (another sequence's) is ever read.
+        bad_len = (ctx < 0) | (ctx > capacity)
+        ctx = tl.minimum(tl.maximum(ctx, 0), capacity)
     else:
         ctx = n_k  # a contiguous cache: every sequence holds n_k keys
     lo = 0  # the first visible key: the query stands at position ctx - 1
@@ -56,49 +72,60 @@ def _paged_decode_fwd(
     end = tl.where(split == tl.num_programs(1) - 1, ctx, tl.minimum(start + split_len, ctx))
 
     offs_g = tl.arange(0, BLOCK_G)  # the query heads of this kv head's group, padded
-    heads = off_hkv * group + offs_g
+    heads = off_hkv * group + offs_g  # int64
     g_ok = offs_g < group
     cols = tl.arange(0, HEAD_DIM)
+    cols64 = cols.to(tl.int64)
     row_mask = g_ok[:, None]
     if D != HEAD_DIM:  # a head dim that is not a power of two: mask the padding columns
         row_mask = row_mask & (cols[None, :] < D)
-    q = tl.load(q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + cols[None, :] * stride_qd,
+    q = tl.load(q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + cols64[None, :] * stride_qd,
                 mask=row_mask, other=0.0)
 
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)  # running max m_i (log2 units)
     l_i = tl.zeros([BLOCK_G], tl.float32)  # running sum l_i
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)  # running sum of P~ V
     offs_n = tl.arange(0, BLOCK_N)
+    bad_keys = tl.zeros([BLOCK_N], tl.int32)  # keys whose table entry lies outside the pool
     table = table_ptr + b64 * stride_tb
     k_head = k_ptr + off_hkv * stride_kh
     v_head = v_ptr + off_hkv * stride_vh
+    k_cols = cols64[None, :] * stride_kd
+    v_cols = cols64[None, :] * stride_vd
     for start_n in tl.range(start, end, BLOCK_N):
         j = start_n + offs_n  # key positions of this tile
         visible = (j >= lo) & (j < end)
         if PAGED:
+            # 0 <= start_n and j < end <= ctx <= capacity: every entry read is in this row.
             if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
-                phys = tl.load(table + start_n // BLOCK_SIZE).to(tl.int64)
+                phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
             else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
-                phys = tl.load(table + j // BLOCK_SIZE, mask=visible, other=0).to(tl.int64)
-            slot = j % BLOCK_SIZE
+                phys = tl.load(table + (j // BLOCK_SIZE) * stride_tc, mask=visible,
+                               other=0).to(tl.int64)
+            # An entry outside [0, num_blocks) is never followed: its keys are not loaded, they
+            # count as no key, and the sequence is flagged.
+            in_pool = (phys >= 0) & (phys < num_blocks)
+            bad_keys |= (visible & ~in_pool).to(tl.int32)
+            visible &= in_pool
+            slot = (j % BLOCK_SIZE).to(tl.int64)
             k_rows = phys * stride_kblk + slot * stride_kslot
             v_rows = phys * stride_vblk + slot * stride_vslot
         else:  # contiguous: sequence off_b is "block" off_b, key j its slot j
-            k_rows = b64 * stride_kblk + j * stride_kslot
-            v_rows = b64 * stride_vblk + j * stride_vslot
+            k_rows = b64 * stride_kblk + j.to(tl.int64) * stride_kslot
+            v_rows = b64 * stride_vblk + j.to(tl.int64) * stride_vslot
         kv_mask = visible[:, None]
         if D != HEAD_DIM:
             kv_mask = kv_mask & (cols[None, :] < D)
-        k = tl.load(k_head + k_rows[:, None] + cols[None, :] * stride_kd, mask=kv_mask, other=0.0)
+        k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)
         qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # q_h.k_j, all g heads at once
         s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
-        # Every tile visited holds a visible key (the range starts in the window's first tile and
-        # ends before ctx), so m_new is finite from the first tile on: no guard against -inf.
         m_new = tl.maximum(m_i, tl.max(s, 1))
-        p = tl.math.exp2(s - m_new[:, None])  # P~_hj = 2^(tau' q_h.k_j - m_h^new)
-        alpha = tl.math.exp2(m_i - m_new)  # alpha_h = 2^(m_h - m_h^new)
+        # A tile whose every entry was refused has no visible key: m_new may still be -inf.
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_use[:, None])  # P~_hj = 2^(tau' q_h.k_j - m_h^new)
+        alpha = tl.math.exp2(m_i - m_use)  # alpha_h = 2^(m_h - m_h^new)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_head + v_rows[:, None] + cols[None, :] * stride_vd, mask=kv_mask, other=0.0)
+        v = tl.load(v_head + v_rows[:, None] + v_cols, mask=kv_mask, other=0.0)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc += P~ V
         m_i = m_new
@@ -107,10 +134,15 @@ def _paged_decode_fwd(
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
-    o_ptrs = (o_ptr + b64 * stride_ob + heads[:, None] * stride_oh + split * stride_os
-              + cols[None, :] * stride_od)
+    split64 = split.to(tl.int64)
+    o_ptrs = (o_ptr + b64 * stride_ob + heads[:, None] * stride_oh + split64 * stride_os
+              + cols64[None, :] * stride_od)
     tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=row_mask)
-    tl.store(lse_ptr + b64 * stride_lb + heads * stride_lh + split * stride_ls, lse, mask=g_ok)
+    tl.store(lse_ptr + b64 * stride_lb + heads * stride_lh + split64 * stride_ls, lse, mask=g_ok)
+    if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here
+        code = tl.where(tl.max(bad_keys, 0) > 0, _BAD_ENTRY, 0)
+        code |= tl.where(bad_len, _BAD_LENGTH, 0)
+        tl.atomic_or(err_ptr + b64 * stride_err, code, mask=code != 0)
 # ~/~ end
 
 
@@ -127,7 +159,7 @@ def _merge_splits(
     """o = sum_u e^(lse_u - lse) o_u, lse = log sum_u e^(lse_u): Theory 01's merge of partials."""
     off_bh = tl.program_id(0)
     off_b = off_bh // n_heads
-    off_h = off_bh % n_heads
+    off_h = (off_bh % n_heads).to(tl.int64)
     offs_s = tl.arange(0, BLOCK_S)
     cols = tl.arange(0, HEAD_DIM)
     lse_row = lse_part_ptr + off_b.to(tl.int64) * stride_lpb + off_h * stride_lph
@@ -164,33 +196,39 @@ def _merge_splits(
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-inner-loop>>[init]
 @triton.jit
 def _paged_prefill_inner(
-    acc, l_i, m_i, q, k_head, v_head, table, p_i, lo, hi, lo_seen, hi_seen, window, qk_scale,
-    stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+    acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, lo, hi, lo_seen, hi_seen, window,
+    qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd, stride_vblk,
+    stride_vslot, stride_vd,
     BLOCK_N: tl.constexpr, D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
     """Stream key tiles [lo, hi) of one kv head, gathered through the block table, past one Q
-    tile. Only keys in [lo_seen, hi_seen) (seen by some row of the tile) are ever loaded."""
+    tile. Only keys in [lo_seen, hi_seen) (seen by some row of the tile) are ever loaded; a
+    masked run also refuses keys whose table entry lies outside the pool (counted in n_bad), an
+    interior run is only given entries checked beforehand."""
     offs_n = tl.arange(0, BLOCK_N)
-    cols = tl.arange(0, HEAD_DIM)
+    cols64 = tl.arange(0, HEAD_DIM).to(tl.int64)
     for start_n in tl.range(lo, hi, BLOCK_N):
         j = start_n + offs_n
         if MASKED:
             seen = (j >= lo_seen) & (j < hi_seen)
-            phys = tl.load(table + j // BLOCK_SIZE, mask=seen, other=0).to(tl.int64)
+            phys = tl.load(table + (j // BLOCK_SIZE) * stride_tc, mask=seen, other=0).to(tl.int64)
+            in_pool = (phys >= 0) & (phys < num_blocks)
+            n_bad += tl.sum((seen & ~in_pool).to(tl.int32), 0)
+            seen &= in_pool
             kv_mask = seen[:, None]
         else:  # interior: every key of the tile is seen by every row
             if BLOCK_SIZE >= BLOCK_N:
-                phys = tl.load(table + start_n // BLOCK_SIZE).to(tl.int64)
+                phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
             else:
-                phys = tl.load(table + j // BLOCK_SIZE).to(tl.int64)
+                phys = tl.load(table + (j // BLOCK_SIZE) * stride_tc).to(tl.int64)
             kv_mask = tl.full([BLOCK_N, 1], 1, tl.int1)
         if D != HEAD_DIM:
-            kv_mask = kv_mask & (cols[None, :] < D)
-        slot = j % BLOCK_SIZE
+            kv_mask = kv_mask & (cols64[None, :] < D)
+        slot = (j % BLOCK_SIZE).to(tl.int64)
         k = tl.load(k_head + (phys * stride_kblk + slot * stride_kslot)[:, None]
-                    + cols[None, :] * stride_kd, mask=kv_mask, other=0.0)
+                    + cols64[None, :] * stride_kd, mask=kv_mask, other=0.0)
         qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
         if MASKED:
             visible = seen[None, :]
@@ -209,40 +247,43 @@ def _paged_prefill_inner(
         alpha = tl.math.exp2(m_i - m_use)
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_head + (phys * stride_vblk + slot * stride_vslot)[:, None]
-                    + cols[None, :] * stride_vd, mask=kv_mask, other=0.0)
+                    + cols64[None, :] * stride_vd, mask=kv_mask, other=0.0)
         acc = acc * alpha[:, None]
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
         m_i = m_new
-    return acc, l_i, m_i
+    return acc, l_i, m_i, n_bad
+
+
+@triton.jit
+def _entries_in_pool(table, stride_tc, lo, hi, num_blocks, BLOCK_SIZE: tl.constexpr,
+                     BLOCK_E: tl.constexpr):
+    """How many table entries of the keys [lo, hi) lie outside the pool [0, num_blocks): run once
+    per program before an interior run, which loads without masks."""
+    offs = tl.arange(0, BLOCK_E)
+    last = (hi + BLOCK_SIZE - 1) // BLOCK_SIZE  # one past the last logical block
+    n_bad = tl.zeros([], tl.int32)
+    for b0 in tl.range(lo // BLOCK_SIZE, last, BLOCK_E):
+        blk = b0 + offs
+        in_range = blk < last
+        phys = tl.load(table + blk * stride_tc, mask=in_range, other=0)
+        n_bad += tl.sum((in_range & ((phys < 0) | (phys >= num_blocks))).to(tl.int32), 0)
+    return n_bad
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-kernel>>[init]
-@triton.jit(do_not_specialize=["window", "n_heads", "group"])
-def _paged_prefill_fwd(
-    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, starts_ptr, o_ptr, lse_ptr,
-    qk_scale, window, n_heads, group,
-    stride_qt, stride_qh, stride_qd,
-    stride_kblk, stride_kslot, stride_kh, stride_kd,
-    stride_vblk, stride_vslot, stride_vh, stride_vd,
-    stride_tb,
-    stride_ot, stride_oh, stride_od,
-    stride_lt, stride_lh,
+@triton.jit
+def _paged_prefill_tile(
+    q_ptr, k_head, v_head, table, o_ptr, lse_ptr, m0, q_start, n_q, n_k, off_h, qk_scale, window,
+    num_blocks, stride_tc, stride_qt, stride_qh, stride_qd,
+    stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+    stride_ot, stride_oh, stride_od, stride_lt, stride_lh,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
 ):
-    start_m = tl.program_id(0)
-    off_bh = tl.program_id(1)
-    off_b = off_bh // n_heads
-    off_h = off_bh % n_heads
-    off_hkv = off_h // group
-    q_start = tl.load(starts_ptr + off_b)
-    n_q = tl.load(starts_ptr + off_b + 1) - q_start  # this sequence's new tokens
-    m0 = start_m * BLOCK_M
-    if m0 >= n_q:  # the grid covers the longest chunk; shorter ones have no rows here
-        return
-    n_k = tl.load(lens_ptr + off_b)  # keys in the cache, the new tokens' own included
+    """Rows [m0, m0 + BLOCK_M) of one sequence's chunk, one query head; returns how many keys
+    it refused for a table entry outside the pool."""
     shift = n_k - n_q  # new token i stands at key position p_i = i + shift
     offs_m = m0 + tl.arange(0, BLOCK_M)
     p_i = offs_m + shift
@@ -266,42 +307,105 @@ def _paged_prefill_fwd(
         full_hi = tl.maximum(tl.minimum(n_k, p_first + 1), 0) // BLOCK_N * BLOCK_N
         full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
     hi_seen = hi
+    # The interior loads without masks: its entries are checked first. If one lies outside the
+    # pool, the whole range goes through the masked run, which refuses it key by key.
+    interior_ok = _entries_in_pool(table, stride_tc, full_lo, full_hi, num_blocks, BLOCK_SIZE,
+                                   64) == 0
+    full_lo = tl.where(interior_ok, full_lo, hi)
+    full_hi = tl.where(interior_ok, full_hi, hi)
 
     cols = tl.arange(0, HEAD_DIM)
+    cols64 = cols.to(tl.int64)
     row_ok = offs_m < n_q
     q_mask = row_ok[:, None]
     if D != HEAD_DIM:
         q_mask = q_mask & (cols[None, :] < D)
     rows64 = (q_start + offs_m).to(tl.int64)
-    q = tl.load(q_ptr + rows64[:, None] * stride_qt + off_h * stride_qh + cols[None, :] * stride_qd,
-                mask=q_mask, other=0.0)
+    q = tl.load(q_ptr + rows64[:, None] * stride_qt + off_h * stride_qh
+                + cols64[None, :] * stride_qd, mask=q_mask, other=0.0)
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_M], tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], tl.float32)
-    table = table_ptr + off_b.to(tl.int64) * stride_tb
-    k_head = k_ptr + off_hkv * stride_kh
-    v_head = v_ptr + off_hkv * stride_vh
+    n_bad = tl.zeros([], tl.int32)
 
-    acc, l_i, m_i = _paged_prefill_inner(  # the window's edge: masked
-        acc, l_i, m_i, q, k_head, v_head, table, p_i, lo, full_lo, lo_seen, hi_seen, window,
-        qk_scale, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+    acc, l_i, m_i, n_bad = _paged_prefill_inner(  # the window's edge: masked
+        acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, lo, full_lo, lo_seen, hi_seen,
+        window, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd,
+        stride_vblk, stride_vslot, stride_vd,
         BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION)
-    acc, l_i, m_i = _paged_prefill_inner(  # the interior: no mask at all
-        acc, l_i, m_i, q, k_head, v_head, table, p_i, full_lo, full_hi, lo_seen, hi_seen, window,
-        qk_scale, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+    acc, l_i, m_i, n_bad = _paged_prefill_inner(  # the interior: no mask at all
+        acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, full_lo, full_hi, lo_seen, hi_seen,
+        window, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd,
+        stride_vblk, stride_vslot, stride_vd,
         BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, False, CAUSAL, WINDOWED, DOT_PRECISION)
-    acc, l_i, m_i = _paged_prefill_inner(  # the diagonal and the ragged end: masked
-        acc, l_i, m_i, q, k_head, v_head, table, p_i, full_hi, hi, lo_seen, hi_seen, window,
-        qk_scale, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+    acc, l_i, m_i, n_bad = _paged_prefill_inner(  # the diagonal and the ragged end: masked
+        acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, full_hi, hi, lo_seen, hi_seen,
+        window, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd,
+        stride_vblk, stride_vslot, stride_vd,
         BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION)
 
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
     out = acc / l_safe[:, None]
-    tl.store(o_ptr + rows64[:, None] * stride_ot + off_h * stride_oh + cols[None, :] * stride_od,
+    tl.store(o_ptr + rows64[:, None] * stride_ot + off_h * stride_oh + cols64[None, :] * stride_od,
              out.to(o_ptr.dtype.element_ty), mask=q_mask)
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
     tl.store(lse_ptr + rows64 * stride_lt + off_h * stride_lh, lse, mask=row_ok)
+    return n_bad
+
+
+@triton.jit(do_not_specialize=["window", "n_heads", "group", "total_q", "num_blocks",
+                               "capacity"])
+def _paged_prefill_fwd(
+    q_ptr, k_ptr, v_ptr, table_ptr, lens_ptr, starts_ptr, o_ptr, lse_ptr, err_ptr,
+    qk_scale, window, n_heads, group, total_q, num_blocks, capacity,
+    stride_qt, stride_qh, stride_qd,
+    stride_kblk, stride_kslot, stride_kh, stride_kd,
+    stride_vblk, stride_vslot, stride_vh, stride_vd,
+    stride_tb, stride_tc, stride_len, stride_start, stride_err,
+    stride_ot, stride_oh, stride_od,
+    stride_lt, stride_lh,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
+    HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr,
+):
+    start_m = tl.program_id(0)
+    off_bh = tl.program_id(1)
+    off_b = off_bh // n_heads
+    b64 = off_b.to(tl.int64)
+    off_h = (off_bh % n_heads).to(tl.int64)  # int64: every index that multiplies a stride
+    off_hkv = off_h // group
+    q_start = tl.load(starts_ptr + b64 * stride_start)
+    q_end = tl.load(starts_ptr + (b64 + 1) * stride_start)
+    # The fast path's guards. A chunk whose rows leave q (or run backwards, or leave a gap at
+    # either end) is flagged and computes nothing: no row of o outside its own is written.
+    n_seqs = tl.num_programs(1) // n_heads
+    bad_rows = (q_start < 0) | (q_end < q_start) | (q_end > total_q)
+    bad_rows |= ((off_b == 0) & (q_start != 0)) | ((off_b == n_seqs - 1) & (q_end != total_q))
+    n_q = tl.where(bad_rows, 0, q_end - q_start)  # this sequence's new tokens
+    # A length outside [0, max_blocks * block_size] is flagged and cut to its own table row.
+    n_k = tl.load(lens_ptr + b64 * stride_len)  # keys in the cache, the new tokens' own included
+    bad_len = (n_k < 0) | (n_k > capacity)
+    n_k = tl.minimum(tl.maximum(n_k, 0), capacity)
+
+    table = table_ptr + b64 * stride_tb
+    k_head = k_ptr + off_hkv * stride_kh
+    v_head = v_ptr + off_hkv * stride_vh
+    n_bad = tl.zeros([], tl.int32)
+    # The grid covers max_query_len rows; a longer chunk (max_query_len too small) has its
+    # later tiles done by the same programs, one grid's height apart: slower, never wrong.
+    for m0 in tl.range(start_m * BLOCK_M, n_q, tl.num_programs(0) * BLOCK_M):
+        n_bad += _paged_prefill_tile(
+            q_ptr, k_head, v_head, table, o_ptr, lse_ptr, m0, q_start, n_q, n_k, off_h,
+            qk_scale, window, num_blocks, stride_tc, stride_qt, stride_qh, stride_qd,
+            stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
+            stride_ot, stride_oh, stride_od, stride_lt, stride_lh,
+            D, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_SIZE, CAUSAL, WINDOWED, DOT_PRECISION)
+    if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here
+        code = tl.where(n_bad > 0, _BAD_ENTRY, 0)
+        code |= tl.where(bad_len & (start_m == 0), _BAD_LENGTH, 0)
+        code |= tl.where(bad_rows & (start_m == 0), _BAD_QUERY_START, 0)
+        tl.atomic_or(err_ptr + b64 * stride_err, code, mask=code != 0)
 # ~/~ end
 
 
@@ -376,6 +480,7 @@ def _num_sms(device: torch.device) -> int:
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-validate>>[init]
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's first and second axes
 
 
 def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
@@ -400,9 +505,9 @@ def _check_device_and_dtype(q: torch.Tensor, *others: torch.Tensor) -> None:
     if any(t.device != q.device for t in others):
         raise ValueError("q, the pools, block_tables and context_lens must be on one device, got "
                          + ", ".join(str(t.device) for t in (q, *others)))
-    if torch.is_grad_enabled() and q.requires_grad:
+    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, *others)):
         raise ValueError("paged attention is forward-only: call it under torch.no_grad() or on "
-                         "tensors that do not require grad")
+                         "tensors that do not require grad (q or a pool requires grad)")
     if INTERPRET:
         if q.dtype == torch.bfloat16:
             raise ValueError("bfloat16 is refused under TRITON_INTERPRET=1: Triton's interpreter "
@@ -432,6 +537,8 @@ def _check_pools(q_heads: int, d: int, dtype: torch.dtype, k_pool: torch.Tensor,
         raise ValueError(f"q and the pools must share one dtype, got {dtype}, {k_pool.dtype}, "
                          f"{v_pool.dtype}")
     num_blocks, block_size, hkv, dk = k_pool.shape
+    if hkv < 1:
+        raise ValueError(f"the pools hold no kv head: Hkv=0 (pools {tuple(k_pool.shape)})")
     if dk != d:
         raise ValueError(f"head_dim mismatch: q has d={d}, the pools "
                          f"{tuple(k_pool.shape)} have d={dk}")
@@ -457,6 +564,61 @@ def _check_table(block_tables: torch.Tensor, context_lens: torch.Tensor, batch: 
                          f"context_lens {tuple(context_lens.shape)}")
     if block_tables.shape[1] < 1:
         raise ValueError(f"block_tables has no column: shape {tuple(block_tables.shape)}")
+
+
+def _check_error_flags(error_flags: torch.Tensor | None, batch: int, device: torch.device) -> None:
+    if error_flags is None:
+        return
+    _check_tensor("error_flags", error_flags, 1, "(B,)")
+    if error_flags.dtype != torch.int32 or error_flags.shape[0] != batch:
+        raise ValueError(f"error_flags must be int32 of shape ({batch},) (one per sequence), got "
+                         f"{error_flags.dtype} of shape {tuple(error_flags.shape)}")
+    if error_flags.device != device:
+        raise ValueError(f"error_flags must be on {device}, got {error_flags.device}")
+
+
+def _check_data(block_tables: torch.Tensor, context_lens: torch.Tensor, num_blocks: int,
+                block_size: int, window: int | None,
+                query_start_loc: torch.Tensor | None = None, total_q: int = 0) -> int:
+    """The checked path's data checks, with one device sync: the lengths fit the table rows, the
+    query offsets (prefill) rise from 0 to total_q, and every table entry a sequence reads (from
+    its window's first block to its last) names a block of the pool. Returns the longest context
+    (decode) or the longest chunk (prefill)."""
+    capacity = block_tables.shape[1] * block_size
+    lens = context_lens.long()
+    table = block_tables.long()
+    if query_start_loc is None:  # decode: one new token per sequence
+        n_new = torch.ones_like(lens)
+        starts = torch.zeros(2, dtype=torch.long, device=lens.device)
+        starts[1] = total_q
+    else:
+        starts = query_start_loc.long()
+        n_new = starts[1:] - starts[:-1]
+    # The keys the rows of sequence b see: [first, ctx), first = ctx - n_b - W + 1 with a window
+    # (the first new token's window), 0 without; nothing when it has no new token.
+    first = (lens - n_new - window + 1).clamp(min=0) if window is not None else 0 * lens
+    cols = torch.arange(block_tables.shape[1], device=lens.device)
+    reads = ((n_new > 0) & (lens > 0))[:, None] & (cols >= (first // block_size)[:, None]) & (
+        cols < ((lens + block_size - 1) // block_size)[:, None])
+    bad = (reads & ((table < 0) | (table >= num_blocks))).flatten()
+    at = bad.int().argmax()  # the first bad entry, row-major
+    facts = torch.stack((
+        starts[0], starts[-1], n_new.min(), n_new.max(), lens.min(), lens.max(),
+        bad.any().long(), at, table.flatten()[at], lens[at // block_tables.shape[1]],
+    )).tolist()  # the one sync
+    first_q, last_q, shortest, longest, ctx_lo, ctx_hi, any_bad, at, entry, ctx = facts
+    if query_start_loc is not None and (first_q != 0 or last_q != total_q or shortest < 0):
+        raise ValueError(f"query_start_loc must rise from 0 to total_q={total_q}, got first "
+                         f"{first_q}, last {last_q}, smallest step {shortest}")
+    if ctx_lo < 0 or ctx_hi > capacity:
+        raise ValueError(f"context_lens must lie in [0, {capacity}] (max_blocks x "
+                         f"block_size), got min {ctx_lo}, max {ctx_hi}")
+    if any_bad:
+        seq, col = divmod(at, block_tables.shape[1])
+        raise ValueError(f"block_tables[{seq}, {col}] = {entry} is not a block of the pool "
+                         f"[0, {num_blocks}), and sequence {seq} (context_lens[{seq}] = {ctx}) "
+                         f"reads it")
+    return ctx_hi if query_start_loc is None else longest
 # ~/~ end
 
 
@@ -474,6 +636,7 @@ def paged_decode(
     window: int | None = None,
     scale: float | None = None,
     return_lse: bool = False,
+    error_flags: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention: one new query token per sequence against its paged KV cache.
 
@@ -481,11 +644,18 @@ def paged_decode(
     k_pool, v_pool: (num_blocks, block_size, Hkv, d), block_size a power of two in [8, 128].
     block_tables: (B, max_blocks) int32, the physical block of each logical block; entries past a
     context (or before a window) are never read and may be -1. context_lens: (B,) int32, from 0
-    to max_blocks * block_size. max_context_len: a host int >= max(context_lens) that sets the
-    split without a device sync (computed, with one sync, when omitted). num_splits overrides
-    the split of each context across programs. window=W keeps the W latest keys.
-    float16 / bfloat16 / float32 (no bfloat16 under the interpreter); d a multiple of 8 in
-    [16, 256].
+    to max_blocks * block_size. num_splits overrides the split of each context across programs.
+    window=W keeps the W latest keys. float16 / bfloat16 / float32 (no bfloat16 under the
+    interpreter); d a multiple of 8 in [16, 256]. Index tensors are read through their strides.
+
+    Checked path (max_context_len omitted): one device sync checks the lengths and every table
+    entry a sequence reads against the pool, and raises ValueError naming the first bad one.
+    Fast path (max_context_len given, a host int >= max(context_lens) that sets the split): no
+    sync, as CUDA-graph capture needs. The kernel then never follows an entry outside
+    [0, num_blocks) (its keys count as no key) nor reads past a sequence's own table row (a
+    length past it is cut to it); it ORs into error_flags[b] (int32 (B,), zeroed by the caller,
+    optional) ERR_BAD_ENTRY = 1 or ERR_BAD_LENGTH = 2; a flagged sequence's output is not its
+    attention. An in-range entry naming another sequence's block is the caller's business.
 
     Returns O: (B, Hq, d) in q's dtype and, with return_lse, the natural-log lse (B, Hq) in
     float32: the last query row of attention_ref(causal=True, window=W). A context of length 0
@@ -498,22 +668,25 @@ def paged_decode(
     _check_head_dim(d)
     hkv, block_size = _check_pools(hq, d, q.dtype, k_pool, v_pool)
     _check_table(block_tables, context_lens, b)
+    _check_error_flags(error_flags, b, q.device)
     check_mask_args(True, window)
     tau = resolve_scale(scale, d)
     capacity = block_tables.shape[1] * block_size
-    if max_context_len is None:
-        lo, hi = torch.stack((context_lens.min(), context_lens.max())).tolist()  # one sync
-        if lo < 0 or hi > capacity:
-            raise ValueError(f"context_lens must lie in [0, {capacity}] (max_blocks x "
-                             f"block_size), got min {lo}, max {hi}")
-        max_context_len = hi
-    _check_int("max_context_len", max_context_len, 0, capacity)
     if num_splits is not None:
         _check_int("num_splits", num_splits, 1, MAX_SPLITS)
+    if max_context_len is not None:
+        _check_int("max_context_len", max_context_len, 0, capacity)
+    if b == 0 or hq == 0:  # nothing to compute (and no data to check)
+        o = torch.empty_like(q)
+        lse = torch.empty((b, hq), dtype=torch.float32, device=q.device)
+        return (o, lse) if return_lse else o
+    if max_context_len is None:  # the checked path: one sync
+        max_context_len = _check_data(block_tables, context_lens, k_pool.shape[0], block_size,
+                                      window, total_q=b)
     o, lse = _decode(q, k_pool, v_pool, block_tables, context_lens, paged=True, n_k=0,
                      strides_k=k_pool.stride(), strides_v=v_pool.stride(), block_size=block_size,
                      n_kv_heads=hkv, max_context_len=max_context_len, num_splits=num_splits,
-                     window=window, tau=tau)
+                     window=window, tau=tau, error_flags=error_flags)
     return (o, lse) if return_lse else o
 # ~/~ end
 
@@ -547,13 +720,16 @@ def decode_contiguous(
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
 def _decode(q, k, v, block_tables, context_lens, *, paged, n_k, strides_k, strides_v, block_size,
-            n_kv_heads, max_context_len, num_splits, window, tau, out=None, workspace=None):
+            n_kv_heads, max_context_len, num_splits, window, tau, out=None, workspace=None,
+            error_flags=None):
     """Launch the decode kernel (and the merge when the context is split). `out` = (O, lse) and
     `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given
     preallocated (as a CUDA graph needs); they are allocated here otherwise."""
     b, hq, d = q.shape
     head_dim = max(16, triton.next_power_of_2(d))
     cfg = decode_config(head_dim, q.element_size())
+    if window is not None:  # a window past the longest possible context changes nothing
+        window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     if num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, _num_sms(q.device))
@@ -574,13 +750,22 @@ def _decode(q, k, v, block_tables, context_lens, *, paged, n_k, strides_k, strid
         o_dst, lse_dst = workspace
         so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
         sl = lse_dst.stride()
+    if paged:  # index tensors through their strides; a length is int32, so is the row's capacity
+        tables = (block_tables.stride(0), block_tables.stride(1), context_lens.stride(0))
+        num_blocks = k.shape[0]
+        capacity = min(block_tables.shape[1] * block_size, 2**31 - 1)
+    else:
+        tables, num_blocks, capacity = (0, 0, 0), 0, 0
+    flags = error_flags if error_flags is not None else o  # never written without HAS_ERR
     _paged_decode_fwd[(b * n_kv_heads, num_splits)](
-        q, k, v, block_tables, context_lens, o_dst, lse_dst,
-        tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group,
-        *q.stride(), *strides_k, *strides_v, block_tables.stride(0) if paged else 0,
+        q, k, v, block_tables, context_lens, o_dst, lse_dst, flags,
+        tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
+        *q.stride(), *strides_k, *strides_v, *tables,
+        error_flags.stride(0) if error_flags is not None else 0,
         *so, *sl,
         D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, triton.next_power_of_2(group)),
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
+        HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
@@ -609,6 +794,7 @@ def paged_prefill(
     window: int | None = None,
     scale: float | None = None,
     return_lse: bool = False,
+    error_flags: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Prefill attention: a chunk of new tokens per sequence against its paged KV cache.
 
@@ -616,9 +802,15 @@ def paged_prefill(
     rows query_start_loc[b] to query_start_loc[b + 1] - 1 (query_start_loc: (B + 1,) int32,
     rising from 0 to total_q; a sequence may have none). Their K/V are already in the pools:
     new token i of sequence b stands at key position context_lens[b] - n_b + i (n_b its count),
-    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens as for
-    paged_decode. max_query_len: a host int >= every n_b (rows past it are not computed),
-    found with one device sync when omitted. causal and window=W as attention_ref has them.
+    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens and
+    error_flags as for paged_decode. causal and window=W as attention_ref has them.
+
+    Checked path (max_query_len omitted): one device sync checks the offsets, the lengths and
+    the table entries the rows read, as paged_decode does. Fast path (max_query_len given, a
+    host int, the longest chunk, that sizes the grid; a smaller one costs speed, not
+    correctness): no sync; the kernel stays inside the pool and each sequence's row as
+    paged_decode's does, and a sequence whose rows leave q, run backwards or leave a gap at
+    either end computes nothing and is flagged ERR_BAD_QUERY_START = 4.
 
     Returns O: (total_q, Hq, d) in q's dtype and, with return_lse, the natural-log lse
     (total_q, Hq) in float32. A row that sees no key (more new tokens than keys, an empty
@@ -638,40 +830,57 @@ def paged_prefill(
         raise ValueError(f"query_start_loc must hold B + 1 >= 2 offsets, got shape "
                          f"{tuple(query_start_loc.shape)}")
     _check_table(block_tables, context_lens, b)
+    _check_error_flags(error_flags, b, q.device)
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)
-    capacity = block_tables.shape[1] * block_size
-    if max_query_len is None:
-        starts = query_start_loc.long()
-        facts = torch.stack((starts[0], starts[-1], (starts[1:] - starts[:-1]).min(),
-                             (starts[1:] - starts[:-1]).max(), context_lens.min().long(),
-                             context_lens.max().long())).tolist()  # one sync
-        first, last, shortest, longest, ctx_lo, ctx_hi = facts
-        if first != 0 or last != total_q or shortest < 0:
-            raise ValueError(f"query_start_loc must rise from 0 to total_q={total_q}, got first "
-                             f"{first}, last {last}, smallest step {shortest}")
-        if ctx_lo < 0 or ctx_hi > capacity:
-            raise ValueError(f"context_lens must lie in [0, {capacity}] (max_blocks x "
-                             f"block_size), got min {ctx_lo}, max {ctx_hi}")
-        max_query_len = longest
-    _check_int("max_query_len", max_query_len, 0, total_q)
-    head_dim = max(16, triton.next_power_of_2(d))
-    cfg = prefill_config(head_dim, q.element_size())
-    o = torch.empty_like(q)
-    lse = torch.empty((total_q, hq), dtype=torch.float32, device=q.device)
-    if max_query_len > 0:
-        grid = (triton.cdiv(max_query_len, cfg.block_m), b * hq)
-        _paged_prefill_fwd[grid](
-            q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
-            tau * LOG2E, window or 0, hq, hq // hkv,
-            *q.stride(), *k_pool.stride(), *v_pool.stride(), block_tables.stride(0),
-            *o.stride(), *lse.stride(),
-            D=d, HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
-            BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, CAUSAL=causal,
-            WINDOWED=window is not None,
-            DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-            num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        )
+    if max_query_len is not None:
+        _check_int("max_query_len", max_query_len, 0, total_q)
+    if hq == 0:
+        o, lse = torch.empty_like(q), torch.empty((total_q, 0), device=q.device)
+        return (o, lse) if return_lse else o
+    if b * hq > MAX_GRID_Y:
+        raise ValueError(f"paged_prefill runs one program row per (sequence, query head): B * Hq "
+                         f"= {b} * {hq} must be at most {MAX_GRID_Y}")
+    if max_query_len is None:  # the checked path: one sync
+        max_query_len = _check_data(block_tables, context_lens, k_pool.shape[0], block_size,
+                                    window, query_start_loc, total_q)
+    o, lse = _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc,
+                      block_size=block_size, n_kv_heads=hkv, max_query_len=max_query_len,
+                      causal=causal, window=window, tau=tau, error_flags=error_flags)
     return (o, lse) if return_lse else o
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-launch>>[init]
+def _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc, *, block_size,
+             n_kv_heads, max_query_len, causal, window, tau, error_flags=None, out=None):
+    """Launch the prefill kernel; `out` = (O, lse) may be given preallocated, as for _decode."""
+    if window is not None:  # a window past the longest possible context changes nothing
+        window = min(window, block_tables.shape[1] * block_size)
+    total_q, hq, d = q.shape
+    b = query_start_loc.shape[0] - 1
+    head_dim = max(16, triton.next_power_of_2(d))
+    o, lse = out if out is not None else (
+        torch.empty_like(q), torch.empty((total_q, hq), dtype=torch.float32, device=q.device))
+    cfg = prefill_config(head_dim, q.element_size())
+    # At least one program per (sequence, head): each also checks its offsets and length, and
+    # walks every tile of its chunk however few rows max_query_len promised.
+    grid = (min(max(1, triton.cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
+    _paged_prefill_fwd[grid](
+        q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
+        error_flags if error_flags is not None else lse,  # never written without HAS_ERR
+        tau * LOG2E, window or 0, hq, hq // n_kv_heads, total_q, k_pool.shape[0],
+        min(block_tables.shape[1] * block_size, 2**31 - 1),
+        *q.stride(), *k_pool.stride(), *v_pool.stride(), *block_tables.stride(),
+        context_lens.stride(0), query_start_loc.stride(0),
+        error_flags.stride(0) if error_flags is not None else 0,
+        *o.stride(), *lse.stride(),
+        D=d, HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, CAUSAL=causal,
+        WINDOWED=window is not None, HAS_ERR=error_flags is not None,
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return o, lse
 # ~/~ end
 # ~/~ end
