@@ -4,6 +4,7 @@ into a learner's folder and fail on a solution with a known bug; `make exercise`
 a learner's file; a broken learner's file is reported clearly."""
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -41,10 +42,13 @@ def skeletons(lab: str) -> list[Path]:
 def check_mine(lab: str, mywork: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     """`make check-mine LAB=lab` with mywork as the learner's folder; outcome counts from JUnit."""
     report = mywork.parent / f"report-{lab}.xml"
+    # On a GPU the runs share Triton's autotuning results on disk (keyed by the kernel's source,
+    # so a changed kernel is tuned afresh) instead of benchmarking every tile config again.
+    env = {**os.environ, "TRITON_CACHE_AUTOTUNING": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", f"--lab={lab}", f"--mywork={mywork}", "-q",
          "-p", "no:cacheprovider", f"--junitxml={report}", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        cwd=ROOT, capture_output=True, text=True, timeout=1800, env=env)
     counts = {"passed": 0, "failed": 0, "skipped": 0, "messages": []}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
