@@ -105,7 +105,10 @@ test-all: setup
 
 # The labs as exercises: copy a lab's skeletons to $(MYWORK)/ (a file already there is yours and
 # is never overwritten), then run that lab's own tests with your modules in place of the package's.
+# A lab in parts (Lab 03) is checked one part at a time with PART=N: that part's tests, and only
+# that part's files of $(MYWORK)/. Any other file there (another lab's, a scratch file) is ignored.
 MYWORK ?= mywork
+PART ?=
 LABS := $(patsubst exercises/lab%,%,$(wildcard exercises/lab*))
 
 exercise:
@@ -116,11 +119,12 @@ exercise:
 	  if [ -e $$dest ]; then echo "kept $$dest (yours: never overwritten)"; \
 	  else cp $$f $$dest && echo "copied $$f -> $$dest: fill in what raises NotImplementedError"; fi; \
 	done
+	@python3 scripts/lab_parts.py $(LAB)
 	@echo "then: make check-mine LAB=$(LAB)"
 
 check-mine: setup
-	@case " $(LABS) " in *" $(LAB) "*) ;; *) echo "usage: make check-mine LAB=NN, NN one of: $(LABS)"; exit 2;; esac
-	$(BIN)/python -m pytest --lab=$(LAB) --mywork=$(MYWORK)
+	@case " $(LABS) " in *" $(LAB) "*) ;; *) echo "usage: make check-mine LAB=NN [PART=N], NN one of: $(LABS)"; exit 2;; esac
+	$(BIN)/python -m pytest --lab=$(LAB) --mywork=$(MYWORK) $(if $(PART),--part=$(PART))
 
 # Shortcuts for entangled's own commands (call them directly just as well):
 # pages -> src/, tests/, exercises/; edits of a tangled file -> its page; whichever is needed.

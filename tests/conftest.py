@@ -4,10 +4,16 @@ On a machine without CUDA the Triton kernels run in Triton's interpreter, which 
 before `triton` is first imported; tests marked `gpu` are skipped there, with the reason.
 
 The labs are exercises. `pytest --lab 02` runs only Lab 02's own tests (marked `lab("02")`), and
-`--mywork DIR` makes each `DIR/<module>.py` stand in for `minimodel.<module>`, so a learner's
-code meets exactly the tests CI runs on the solution (`make check-mine LAB=02`). Modules with no
-file in DIR stay the solution's. A skeleton's NotImplementedError is reported as "not written
-yet", not as a crash.
+`--mywork DIR` makes each `DIR/<module>.py` of the lab's own modules (its skeletons' names) stand
+in for `minimodel.<module>`, so a learner's code meets exactly the tests CI runs on the solution
+(`make check-mine LAB=02`). `--part N` narrows both to one part of a lab (the test files marked
+`lab("03", part=2)`, and the modules they import; scripts/lab_parts.py). Every other file in DIR
+is ignored, and listed as ignored; modules with no file in DIR stay the solution's. A skeleton's
+NotImplementedError is reported as "not written yet", not as a crash. Under --mywork the
+stateful tests run a smaller example budget (`--examples`, the full one stays in CI) and show
+their progress.
+
+On CUDA nothing here chooses the interpreter: the lab's gpu tests run compiled for the GPU.
 
 The fixtures at the end give the tests of the repository's own workflow (the tangle check,
 entangled sync/watch) a throw-away git repository holding the project's files.
@@ -19,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -39,17 +46,40 @@ if not HAS_CUDA:
 
 ROOT = Path(__file__).resolve().parents[1]
 NOT_WRITTEN = "not written yet"
+CHECK_MINE_EXAMPLES = 40  # the stateful tests' budget under --mywork (CI runs the page's own)
+
+
+def _lab_parts():
+    spec = importlib.util.spec_from_file_location("lab_parts", ROOT / "scripts/lab_parts.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+lab_parts = _lab_parts()
 
 
 def pytest_addoption(parser):
     parser.addoption("--lab", metavar="NN", help="run only this lab's own tests (e.g. 02)")
     parser.addoption("--mywork", metavar="DIR",
                      help="DIR/<module>.py stands in for minimodel.<module> (make check-mine)")
+    parser.addoption("--part", metavar="N", help="with --lab: only this part of the lab")
+    parser.addoption("--examples", metavar="N", type=int,
+                     help="stateful tests: at most N examples (default under --mywork: "
+                          f"{CHECK_MINE_EXAMPLES})")
 
 
 def pytest_configure(config):
+    lab, part = config.getoption("--lab"), config.getoption("--part")
+    if part is not None:
+        if lab is None:
+            raise pytest.UsageError("--part needs --lab (make check-mine LAB=NN PART=N)")
+        known = lab_parts.parts(lab)
+        if part not in known:
+            raise pytest.UsageError(f"lab {lab} has no part {part}: its parts are "
+                                    f"{', '.join(known)}")
     mywork = config.getoption("--mywork")
-    config.stash[MYWORK] = use_mywork(Path(mywork)) if mywork else []
+    config.stash[MYWORK] = use_mywork(Path(mywork), lab, part) if mywork else []
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -65,25 +95,89 @@ def pytest_ignore_collect(collection_path, config):
     lab = config.getoption("--lab")
     if lab is None or collection_path.suffix != ".py" or collection_path.name == "conftest.py":
         return None
-    return f'pytest.mark.lab("{lab.zfill(2)}")' not in collection_path.read_text()
+    return collection_path.resolve() not in own_test_files(config)
+
+
+def own_test_files(config) -> set[Path]:
+    """The test files of --lab (and of --part, if given)."""
+    part = config.getoption("--part")
+    return {path.resolve() for path, p in lab_parts.lab_test_files(config.getoption("--lab"))
+            .items() if part is None or p == part}
 
 
 def pytest_collection_modifyitems(config, items):
     lab = config.getoption("--lab")
     if lab is not None:
         lab = lab.zfill(2)
-        mine = [i for i in items if any(m.args == (lab,) for m in i.iter_markers("lab"))]
+        part = config.getoption("--part")
+        mine = [i for i in items if any(m.args == (lab,)
+                                         and (part is None or str(m.kwargs.get("part", 1)) == part)
+                                         for m in i.iter_markers("lab"))]
         if not mine:
             raise pytest.UsageError(f"no tests are marked lab({lab!r}): labs with tests are "
                                     f"{sorted(lab_numbers(items))}")
         config.hook.pytest_deselected(items=[i for i in items if i not in mine])
         items[:] = mine
+    examples = config.getoption("--examples")
+    if examples is None and config.getoption("--mywork") is not None:
+        examples = CHECK_MINE_EXAMPLES
+    if examples is not None:
+        for item in items:
+            smaller_budget(item, examples)
     if HAS_CUDA:
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU: run `pytest -m gpu` on the GPU machine")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def state_machine(item):
+    """The RuleBasedStateMachine class behind a hypothesis stateful test item, or None."""
+    run = getattr(getattr(item, "cls", None), "runTest", None)
+    return getattr(run, "_hypothesis_state_machine_class", None)
+
+
+def smaller_budget(item, examples: int) -> None:
+    from hypothesis import settings
+
+    machine = state_machine(item)
+    if machine is None:
+        return
+    case = item.cls
+    if case.settings.max_examples > examples:
+        case.settings = settings(case.settings, max_examples=examples)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """A stateful test under --mywork says how far it is: examples run, of its budget."""
+    machine = state_machine(item)
+    if machine is None or item.config.getoption("--mywork") is None:
+        return (yield)
+    capture = item.config.pluginmanager.getplugin("capturemanager")
+    writer = item.config.get_terminal_writer()
+    budget, count, start = item.cls.settings.max_examples, [0], time.monotonic()
+    name = item.nodeid.split("::")[-2] if "::" in item.nodeid else item.name
+    original = machine.__init__
+
+    def counting_init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        count[0] += 1
+        if count[0] % 10 == 0:
+            with capture.global_and_fixture_disabled():
+                writer.write(f"\n    {name}: {count[0]} state machine runs "
+                             f"(budget {budget} passing ones), {time.monotonic() - start:.0f} s",
+                             flush=True)
+
+    machine.__init__ = counting_init
+    try:
+        return (yield)
+    finally:
+        machine.__init__ = original
+        with capture.global_and_fixture_disabled():
+            writer.write(f"\n    {name}: {count[0]} state machine runs in "
+                         f"{time.monotonic() - start:.0f} s\n", flush=True)
 
 
 def lab_numbers(items) -> set[str]:
@@ -117,8 +211,9 @@ def not_written(error: BaseException, seen=None) -> str | None:
 MYWORK = pytest.StashKey[list]()
 
 
-def use_mywork(folder: Path) -> list[str]:
-    """Import each folder/<module>.py as minimodel.<module>; say which modules are whose.
+def use_mywork(folder: Path, lab: str | None = None, part: str | None = None) -> list[str]:
+    """Import each folder/<module>.py of the lab's own modules as minimodel.<module>; say which
+    modules are whose, and which files of the folder were ignored.
 
     Every name of the lab's skeleton must be defined by the learner's file; any other name the
     file does not define falls back to the solution's."""
@@ -128,12 +223,20 @@ def use_mywork(folder: Path) -> list[str]:
         raise pytest.UsageError(f"{folder}/ does not exist: `make exercise LAB=NN` copies a lab's "
                                 "skeletons there")
     package = Path(minimodel.__file__).parent
-    lines = []
-    for path in sorted(folder.glob("*.py")):
+    if lab is None:  # no lab named: every file that names a package module
+        own = {p.stem for p in folder.glob("*.py") if (package / p.name).exists()}
+        why = "not a module of the package"
+    else:
+        by_part = lab_parts.module_parts(lab)
+        own = {m for m, p in by_part.items() if part is None or p == part}
+        why = f"not a module of lab {lab.zfill(2)}" + (f", part {part}" if part else "")
+    lines, ignored = [], []
+    for path in sorted(folder.iterdir()):
+        if path.suffix != ".py" or path.stem not in own:
+            if not path.name.startswith(".") and path.name != "__pycache__":
+                ignored.append(f"ignored {path} ({why})")
+            continue
         name = path.stem
-        if not (package / f"{name}.py").exists():
-            raise pytest.UsageError(f"{path} is not a module of the package (there is no "
-                                    f"minimodel.{name}): rename it, or move it out of {folder}/")
         solution = importlib.import_module(f"minimodel.{name}")
         spec = importlib.util.spec_from_file_location(f"minimodel.{name}", path)
         module = importlib.util.module_from_spec(spec)
@@ -146,7 +249,7 @@ def use_mywork(folder: Path) -> list[str]:
         try:
             spec.loader.exec_module(module)
         except Exception as e:
-            del sys.modules[spec.name]
+            sys.modules[spec.name] = solution
             lines_here = [f.lineno for f in traceback.extract_tb(e.__traceback__)
                           if Path(f.filename).resolve() == path.resolve()]
             if isinstance(e, SyntaxError) and e.filename and Path(e.filename) == path:
@@ -162,10 +265,10 @@ def use_mywork(folder: Path) -> list[str]:
                                     f"skeleton in exercises/)")
         setattr(minimodel, name, module)
         lines.append(f"minimodel.{name} is {path}")
-    for skeleton in sorted(ROOT.glob("exercises/lab*/*.py")):
-        if not (folder / skeleton.name).exists():
-            lines.append(f"minimodel.{skeleton.stem} is the solution (no {folder}/{skeleton.name})")
-    return lines
+    for name in sorted(own):
+        if not (folder / f"{name}.py").exists():
+            lines.append(f"minimodel.{name} is the solution (no {folder}/{name}.py)")
+    return lines + ignored
 
 
 def interface_names(module: str) -> list[str]:

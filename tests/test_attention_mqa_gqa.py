@@ -2,6 +2,7 @@
 """Checks of the MQA/GQA variants of MiniGPT (tangled from docs/lab/04-mqa-gqa.md)."""
 
 import dataclasses
+import re
 
 import pytest
 import torch
@@ -238,32 +239,34 @@ def test_cache_bytes_read_the_tensors():
 
 
 # ~/~ begin <<docs/lab/04-mqa-gqa.md#mqa-gqa-check-errors>>[init]
+def named(value: str, message: str) -> bool:
+    """Whether the message names value as a whole word or number (3 is not named by 30)."""
+    return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w]|\.\d)", message) is not None
+
+
 @pytest.mark.parametrize(
-    ("call", "match"),
+    ("call", "names"),
     [
-        (lambda: with_kv_heads(config_8(), 3),
-         r"n_kv_heads=3 does not divide n_heads=8.*\[8, 4, 2, 1\]"),
-        (lambda: with_kv_heads(config_8(), 16), r"n_kv_heads=16 does not divide n_heads=8"),
-        (lambda: with_kv_heads(config_8(), 0), r"n_kv_heads must be a positive int, got 0"),
-        (lambda: with_kv_heads(config_8(), 2.0), r"n_kv_heads must be a positive int, got 2.0"),
-        (lambda: with_kv_heads(config_8(), True), r"n_kv_heads must be a positive int, got True"),
-        (lambda: grouped_attention(*qkv(1, 8, 3, 4, 4, 8)),
-         r"Hq=8 must be a multiple of kv heads Hkv=3"),
-        (lambda: grouped_attention(*qkv(1, 8, 2, 4, 4, 8), window=2), r"window=2 needs causal"),
-        (lambda: mean_pool_kv(MiniGPT(config_8()), 3), r"n_kv_heads=3 does not divide n_heads=8"),
-        (lambda: mean_pool_kv(MiniGPT(with_kv_heads(config_8(), 2)), 4),
-         r"cannot mean-pool 2 kv heads into 4"),
-        (lambda: mean_pool_kv(MiniGPT(with_kv_heads(config_8(), 4)), 8),
-         r"cannot mean-pool 4 kv heads into 8"),
-        (lambda: mean_pool_kv("kv8", 2), r"model must be a MiniGPT, got str"),
-        (lambda: blank_kv_cache(config_8(), 1, dtype=torch.int32),
-         r"dtype must be a floating-point torch.dtype"),
-        (lambda: blank_kv_cache(config_8(), 0), r"batch must be a positive int, got 0"),
-        (lambda: cache_bytes(torch.zeros(3)), r"cache must be a KVCache, got Tensor"),
+        (lambda: with_kv_heads(config_8(), 3), ["3", "8"]),
+        (lambda: with_kv_heads(config_8(), 16), ["16", "8"]),
+        (lambda: with_kv_heads(config_8(), 0), ["n_kv_heads", "0"]),
+        (lambda: with_kv_heads(config_8(), 2.0), ["n_kv_heads", "2.0"]),
+        (lambda: with_kv_heads(config_8(), True), ["n_kv_heads", "True"]),
+        (lambda: grouped_attention(*qkv(1, 8, 3, 4, 4, 8)), ["8", "3"]),
+        (lambda: grouped_attention(*qkv(1, 8, 2, 4, 4, 8), window=2), ["window", "causal"]),
+        (lambda: mean_pool_kv(MiniGPT(config_8()), 3), ["3", "8"]),
+        (lambda: mean_pool_kv(MiniGPT(with_kv_heads(config_8(), 2)), 4), ["2", "4"]),
+        (lambda: mean_pool_kv(MiniGPT(with_kv_heads(config_8(), 4)), 8), ["4", "8"]),
+        (lambda: mean_pool_kv("kv8", 2), ["model"]),
+        (lambda: blank_kv_cache(config_8(), 1, dtype=torch.int32), ["dtype"]),
+        (lambda: blank_kv_cache(config_8(), 0), ["batch", "0"]),
+        (lambda: cache_bytes(torch.zeros(3)), ["cache"]),
     ],
 )
-def test_bad_configurations_and_inputs_raise(call, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_configurations_and_inputs_raise(call, names):
+    with pytest.raises(ValueError) as error:
         call()
+    message = str(error.value)
+    assert all(named(name, message) for name in names), f"{message!r} should name {names}"
 # ~/~ end
 # ~/~ end

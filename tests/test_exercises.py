@@ -4,6 +4,7 @@ into a learner's folder and fail on a solution with a known bug; `make exercise`
 a learner's file; a broken learner's file is reported clearly."""
 
 import importlib.util
+import os
 import shutil
 import subprocess
 import sys
@@ -41,10 +42,13 @@ def skeletons(lab: str) -> list[Path]:
 def check_mine(lab: str, mywork: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
     """`make check-mine LAB=lab` with mywork as the learner's folder; outcome counts from JUnit."""
     report = mywork.parent / f"report-{lab}.xml"
+    # On a GPU the runs share Triton's autotuning results on disk (keyed by the kernel's source,
+    # so a changed kernel is tuned afresh) instead of benchmarking every tile config again.
+    env = {**os.environ, "TRITON_CACHE_AUTOTUNING": "1"}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", f"--lab={lab}", f"--mywork={mywork}", "-q",
          "-p", "no:cacheprovider", f"--junitxml={report}", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=1800)
+        cwd=ROOT, capture_output=True, text=True, timeout=1800, env=env)
     counts = {"passed": 0, "failed": 0, "skipped": 0, "messages": []}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -110,6 +114,67 @@ def test_a_solution_with_a_known_bug_fails(lab, tmp_path):
     (mywork / f"{module}.py").write_text(source.replace(old, new))
     result, counts = check_mine(lab, mywork, "-x")
     assert result.returncode == 1 and counts["failed"] >= 1, result.stdout[-2000:]
+
+
+# Lab 04's solution in other words: every message reworded (still naming what the task says it
+# names), the divisors listed smallest first. The lab's tests must accept it.
+REWORDED_04 = [
+    ('f"n_kv_heads must be a positive int, got {n_kv_heads!r}"',
+     'f"bad n_kv_heads {n_kv_heads!r}: want a whole number of at least one"'),
+    ("range(h, 0, -1)", "range(1, h + 1)"),
+    ('f"n_kv_heads={n_kv_heads} does not divide n_heads={h}: each kv head must serve a "',
+     'f"{h} query heads do not split into {n_kv_heads} equal groups; "'),
+    ('f"whole group of query heads; choose one of {divisors} ({h} is MHA, 1 is MQA)"',
+     'f"the counts that do: {divisors}"'),
+    ('f"model must be a MiniGPT, got {type(model).__name__}"',
+     'f"mean_pool_kv converts a MiniGPT, and this model is a {type(model)}"'),
+    ('f"cannot mean-pool {old.n_kv_heads} kv heads into {n_kv_heads}: each new kv head "',
+     'f"{old.n_kv_heads} old heads do not fall into {n_kv_heads} equal groups "'),
+    ('f"dtype must be a floating-point torch.dtype (NaN marks the slots "',
+     'f"blank slots hold NaN, so the dtype must be a float one "'),
+    ('f"cache must be a KVCache, got {type(cache).__name__}"',
+     'f"expected a KVCache as cache, not {type(cache)}"'),
+]
+
+
+def test_a_solution_in_its_own_words_passes_among_other_files(tmp_path):
+    """Lab 04's solution reworded passes `make check-mine LAB=04`, beside another lab's broken
+    file and stray files, which are ignored and listed as ignored."""
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    source = (ROOT / "src/minimodel/attention_mqa_gqa.py").read_text()
+    for old, new in REWORDED_04:
+        assert source.count(old) == 1, f"{old} is not in attention_mqa_gqa.py any more"
+        source = source.replace(old, new)
+    (mywork / "attention_mqa_gqa.py").write_text(source)
+    (mywork / "block_manager.py").write_text("class BlockManager(:\n")  # Lab 03, half written
+    (mywork / "scratch.py").write_text("import no_such_module\n")
+    (mywork / "notes.txt").write_text("try MQA first\n")
+    quick = "not prefill_then_decode and not measured_cache_bytes"  # the slow ones, for time
+    result, counts = check_mine("04", mywork, "-k", quick)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert counts["passed"] > 0 and counts["failed"] == 0
+    for name in ("block_manager.py", "scratch.py", "notes.txt"):
+        assert f"ignored {mywork / name} (not a module of lab 04)" in result.stdout
+
+
+def test_one_part_of_a_lab_is_checked_alone(tmp_path):
+    """`make check-mine LAB=03 PART=1`: part 1's tests on part 1's files; part 2's skeleton,
+    still unwritten, is ignored."""
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    shutil.copy(ROOT / "exercises/lab03/paged_attention.py", mywork)  # part 2, not written yet
+    shutil.copy(ROOT / "src/minimodel/block_manager.py", mywork)
+    quick = "not state_machine and not serving and not window_releases"  # for time
+    result, counts = check_mine("03", mywork, "--part=1", "-k", quick)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert counts["passed"] > 0 and counts["failed"] == 0
+    assert f"minimodel.block_manager is {mywork / 'block_manager.py'}" in result.stdout
+    assert "minimodel.paged_kv_cache is the solution" in result.stdout
+    assert f"ignored {mywork / 'paged_attention.py'} (not a module of lab 03, part 1)" \
+        in result.stdout
+    wrong, _ = check_mine("03", mywork, "--part=3")
+    assert wrong.returncode != 0 and "its parts are 1, 2" in wrong.stderr
 
 
 def test_a_learner_file_that_does_not_import_is_reported(tmp_path):

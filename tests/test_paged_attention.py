@@ -9,7 +9,7 @@ from test_attention_flash import attention_same_dtype
 from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.reference import attention_ref
 
-pytestmark = pytest.mark.lab("03")  # the task's tests: `make check-mine LAB=03` runs them
+pytestmark = pytest.mark.lab("03", part=2)  # `make check-mine LAB=03 PART=2` runs them
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-helpers>>[init]
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the interpreter (conftest.py)

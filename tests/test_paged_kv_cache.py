@@ -56,7 +56,8 @@ class Server:
 
     def _new(self, seq_id, prompt, n_new, first, logits):
         self.live[seq_id] = {"prompt": list(prompt), "tokens": list(prompt), "n_new": n_new,
-                             "first": first, "next": first, "generated": [], "logits": logits}
+                             "first": first, "next": first, "generated": [], "logits": logits,
+                             "cached": 0, "forked_at": None}  # for mismatches' diagnosis
 
     def arrive(self, seq_id, prompt, n_new):
         cached = self.cache.allocate(seq_id, prompt)
@@ -66,6 +67,7 @@ class Server:
                                 self.cache.select([seq_id]))[0]
         self._new(seq_id, prompt, n_new, None,
                   dict(zip(range(cached, len(prompt)), logits, strict=True)))
+        self.live[seq_id]["cached"] = cached
         self.live[seq_id]["next"] = int(logits[-1].argmax())
         return cached
 
@@ -75,6 +77,7 @@ class Server:
         first = int(parent["logits"][len(parent["tokens"]) - 1].argsort()[-2])
         self.cache.fork(parent_id, child_id)
         self._new(child_id, parent["tokens"], n_new, first, {})
+        parent["forked_at"] = self.live[child_id]["forked_at"] = len(parent["tokens"])
 
     def step(self):
         fed = []
@@ -99,19 +102,41 @@ class Server:
             s["next"] = int(row.argmax())
 
 
-def mismatches(model, seqs):
-    """The sequences whose tokens or logits differ from decoding them alone, contiguously."""
+def mismatches(model, seqs, block_size=4):
+    """The sequences whose tokens or logits differ from decoding them alone, contiguously: for
+    each, where (the position, its token, its logical block) and which rule of the cache the
+    first difference points to."""
     bad = {}
     for seq_id, s in seqs.items():
         generated, rows = decode_alone(model, s["prompt"], s["n_new"], s["first"])
-        if generated != s["generated"]:
-            bad[seq_id] = "tokens"
-            continue
-        for pos, row in s["logits"].items():
+        tokens = s["prompt"] + s["generated"]
+        for pos, row in sorted(s["logits"].items()):
             if not torch.allclose(row, rows[pos], atol=1e-6, rtol=1e-6):
-                bad[seq_id] = f"logits at position {pos}"
+                error = float((row - rows[pos]).abs().max())
+                bad[seq_id] = (f"logits at position {pos} (token {TOK.decode([tokens[pos]])!r}, "
+                               f"logical block {pos // block_size}) differ by {error:.2g} from "
+                               f"decoding alone: {suspect(s, pos, block_size)}")
                 break
+        else:
+            if generated != s["generated"]:
+                first = next(i for i, pair in enumerate(zip(generated, s["generated"],
+                                                            strict=True)) if pair[0] != pair[1])
+                bad[seq_id] = (f"generated token {first} is {s['generated'][first]}, decoding "
+                               f"alone gives {generated[first]}")
     return bad
+
+
+def suspect(s, pos, block_size):
+    """The rule of the cache that a first wrong position points to, from the sequence's story."""
+    at = s["forked_at"]
+    if at is not None and pos >= at and at % block_size:
+        return (f"copy-on-write: the fork at {at} tokens shared the partly filled block "
+                f"{at // block_size}; the first write into a shared block must go to a copy")
+    if s["cached"] and pos >= s["cached"]:
+        return (f"prefix caching: the {s['cached']} cached tokens' blocks must hold exactly their "
+                "keys and values, and the uncached tokens go into blocks of the sequence's own")
+    return ("each position's key and value must be read back from the slot it was written to "
+            "(the block table, and a released block's slots never read)")
 
 
 SHARED = LINES[12] + "\n"  # a one-line prefix two requests share

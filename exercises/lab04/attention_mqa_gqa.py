@@ -31,7 +31,8 @@ def grouped_attention(
     zeros), returned in float32 (float64 for float64 inputs): O of shape (B, Hq, Nq, d).
     No tensor holding Hq heads of keys or values is ever created: the g query heads of a group
     are stacked as rows of one matrix instead, (B, Hkv, g * Nq, d), which meets K and V as they
-    are. Raises ValueError on the inputs `attention_ref` refuses, with its messages.
+    are. Raises ValueError on the inputs `attention_ref` refuses, naming what its messages name
+    (Hq and Hkv when they do not divide; `window` and `causal` for a window without causal).
     """
 # ~/~ end
     raise NotImplementedError(
@@ -46,7 +47,7 @@ def with_kv_heads(config: MiniGPTConfig, n_kv_heads: int) -> MiniGPTConfig:
     other divisor of n_heads is GQA. Every other field is unchanged.
 
     Raises ValueError naming both numbers when n_kv_heads does not divide n_heads, and on an
-    n_kv_heads that is not a positive int.
+    n_kv_heads that is not a positive int (naming `n_kv_heads` and the value given).
     """
 # ~/~ end
     raise NotImplementedError(
@@ -65,7 +66,8 @@ def mean_pool_kv(model: MiniGPT, n_kv_heads: int) -> MiniGPT:
     `model` is left untouched and shares no tensor with the result, which has its dtype, device
     and train/eval mode. Pooling MHA into MHA is exact. Raises ValueError when n_kv_heads is not
     a valid variant of the model's configuration (with_kv_heads' message) or does not divide
-    the model's own n_kv_heads (naming both numbers), and when `model` is not a MiniGPT.
+    the model's own n_kv_heads (naming both numbers), and when `model` is not a MiniGPT
+    (naming `model`).
     """
 # ~/~ end
     raise NotImplementedError(
@@ -90,7 +92,8 @@ def blank_kv_cache(
 ) -> KVCache:
     """A KVCache (config, batch, dtype, device) whose K and V buffers hold NaN in every slot,
     so that the slots a run has written can be counted afterwards. Raises ValueError on a
-    dtype that is not floating point (NaN needs one), and on what KVCache refuses.
+    dtype that is not floating point (NaN needs one; naming `dtype`), and on what KVCache
+    refuses (a batch that is not a positive int: naming `batch` and the value).
     """
 # ~/~ end
     raise NotImplementedError(
@@ -103,8 +106,8 @@ def cache_bytes(cache: KVCache) -> CacheBytes:
     """Measure a KVCache from its tensors: `allocated` sums the nbytes of the distinct untyped
     storages behind cache.k and cache.v (a view still holds its whole storage); `filled`
     counts the elements of k and v that are not NaN, times their element size, which for a
-    cache made by `blank_kv_cache` is what has been written. Raises ValueError when `cache`
-    is not a KVCache.
+    cache made by `blank_kv_cache` is what has been written. Raises ValueError, naming
+    `cache`, when `cache` is not a KVCache.
     """
 # ~/~ end
     raise NotImplementedError(
