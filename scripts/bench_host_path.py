@@ -57,9 +57,9 @@ def measure(name: str, fn, capturable: bool = True) -> dict:
            "host_us": host_time_us(fn) if capturable else None,
            "gpu_ms": gpu_time_ms(fn) if capturable else None,
            "eager_ms": triton.testing.do_bench(fn, return_mode="median")}
-    print(f"  {name:28s} host {rec['host_us'] or float('nan'):7.1f} us   graph "
-          f"{(rec['gpu_ms'] or float('nan')) * 1e3:8.1f} us   eager {rec['eager_ms'] * 1e3:8.1f} us",
-          flush=True)
+    host, graph = rec["host_us"] or float("nan"), (rec["gpu_ms"] or float("nan")) * 1e3
+    print(f"  {name:28s} host {host:7.1f} us   graph {graph:8.1f} us   "
+          f"eager {rec['eager_ms'] * 1e3:8.1f} us", flush=True)
     return rec
 
 
