@@ -4,12 +4,12 @@
 import pytest
 import torch
 
-from minimodel.timing import gpu_time_ms, host_time_us, time_call
+from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us, time_call
 
 
 # ~/~ begin <<docs/gpu-primer.md#timing-tests>>[init]
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
-@pytest.mark.parametrize("timer", [gpu_time_ms, host_time_us, time_call])
+@pytest.mark.parametrize("timer", [gpu_time_ms, host_time_us, eager_time_us, time_call])
 def test_the_timers_refuse_without_a_gpu(timer):
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         timer(lambda: None)
@@ -33,12 +33,13 @@ def test_a_copy_and_one_launch_time_as_expected():
     rate = 2 * src.numel() / (timing.gpu_ms * 1e-3)  # bytes read + written per second
     assert 0.5e12 < rate < 6e12, rate
     assert 0 < timing.host_us < 1000, timing
+    assert timing.eager_us >= 0.9 * max(timing.host_us, timing.gpu_ms * 1e3), timing
 
 
 @pytest.mark.gpu
 def test_a_call_that_waits_for_the_gpu_is_refused():
     x = torch.ones(1, device="cuda")
     with pytest.raises(RuntimeError, match="waiting for the GPU"):
-        host_time_us(lambda: x.add_(1).item(), calls=5, tries=2)
+        host_time_us(lambda: x.add_(1).item(), calls=5, rounds=1, tries=2)
 # ~/~ end
 # ~/~ end

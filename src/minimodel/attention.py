@@ -129,8 +129,9 @@ def attention(
 
     Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. Forward only: inputs that require grad are refused (call it under
-    torch.no_grad()). It calls the custom op torch.ops.minimodel.attention, so a model that
-    uses it compiles with torch.compile(fullgraph=True).
+    torch.no_grad()). Under torch.compile it calls the custom op torch.ops.minimodel.attention,
+    so a model that uses it compiles with torch.compile(fullgraph=True); eagerly it runs the
+    same checks and kernels without the op's dispatch.
     """
     _check_call(q, k, v, causal, window, scale)
     if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
@@ -143,7 +144,12 @@ def attention(
     # refused above, and a window past any key count, which changes nothing, is cut to 2^62 (a
     # host int, not Nk: under torch.compile Nk may be symbolic; the kernels cut it to Nk).
     window = None if window is None else min(window, 2**62)
-    o, lse = attention_op(q, k, v, causal, window, None if scale is None else float(scale))
+    scale = None if scale is None else float(scale)
+    if torch.compiler.is_compiling():  # torch.compile records the op as one node
+        o, lse = attention_op(q, k, v, causal, window, scale)
+    else:  # eagerly the op's dispatch alone costs more host time than a decode step's kernels
+        o, lse = _forward(q, k, v, causal, window, scale)
+        o, lse = o.contiguous(), lse.contiguous()  # what the op returns
     return (o, lse) if return_lse else o
 # ~/~ end
 

@@ -6,6 +6,8 @@ tensor cores, the next S = QK^T issued under the current softmax, a persistent g
 Tangled from docs/lab/02b-flash-hopper.md; edit the page, not this file.
 """
 
+import functools
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -330,9 +332,15 @@ def _descriptor(t: torch.Tensor, rows: int, head_dim: int) -> GluonTensorDescrip
     aligned = _padded_width(t.shape[-1], t.element_size())  # for dimensions of size 1
     strides = [s if n > 1 else aligned for s, n in zip(t.stride(), t.shape, strict=True)]
     strides[-1] = 1
-    block = [1, 1, rows, head_dim]
-    layout = gl.NVMMASharedLayout.get_default_for(block, _GL_DTYPES[t.dtype])
-    return GluonTensorDescriptor(t, list(t.shape), strides, block, layout)
+    return GluonTensorDescriptor(t, list(t.shape), strides, [1, 1, rows, head_dim],
+                                 _tile_layout(rows, head_dim, t.dtype))
+
+
+@functools.cache
+def _tile_layout(rows: int, head_dim: int, dtype: torch.dtype) -> gl.NVMMASharedLayout:
+    """The shared-memory layout of a (1, 1, rows, head_dim) tile: built once per tile shape and
+    dtype, as building it costs more host time than the rest of a descriptor."""
+    return gl.NVMMASharedLayout.get_default_for([1, 1, rows, head_dim], _GL_DTYPES[dtype])
 
 
 _NUM_SMS: dict[int, int] = {}

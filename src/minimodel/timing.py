@@ -9,16 +9,18 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["Timing", "gpu_time_ms", "host_time_us", "time_call"]
+__all__ = ["Timing", "eager_time_us", "gpu_time_ms", "host_time_us", "time_call"]
 
 # ~/~ begin <<docs/gpu-primer.md#timing-timing>>[init]
 @dataclass(frozen=True)
 class Timing:
     """What one call costs: `gpu_ms`, the median GPU time of a call replayed in a CUDA graph;
-    `host_us`, the CPU wall time per call, measured while the GPU cannot run anything."""
+    `host_us`, the CPU wall time per call, measured while the GPU cannot run anything;
+    `eager_us`, the time per call of a plain Python loop of calls."""
 
     gpu_ms: float
     host_us: float
+    eager_us: float
 
 
 def _need_cuda(what: str) -> None:
@@ -46,14 +48,17 @@ def gpu_time_ms(fn: Callable[[], object], rep_ms: int = 100) -> float:
 # ~/~ end
 
 # ~/~ begin <<docs/gpu-primer.md#timing-host>>[init]
-def host_time_us(fn: Callable[[], object], calls: int = 200, tries: int = 6) -> float:
+def host_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5,
+                 tries: int = 6) -> float:
     """CPU wall time of one fn() call in microseconds, the GPU held busy by a sleeping kernel
-    so that no call waits for the GPU; the dispatch of a custom op counts."""
+    so that no call waits for the GPU; the dispatch of a custom op counts. The median of
+    `rounds` rounds of `calls` calls each."""
+    import statistics
     import time
 
     _need_cuda("host_time_us")
     _check_callable(fn)
-    for name, value in (("calls", calls), ("tries", tries)):
+    for name, value in (("calls", calls), ("rounds", rounds), ("tries", tries)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ValueError(f"{name} must be an int >= 1, got {value!r}")
     fn()  # compile, allocate and cache before timing
@@ -64,7 +69,8 @@ def host_time_us(fn: Callable[[], object], calls: int = 200, tries: int = 6) -> 
     guess_s = time.perf_counter() - start
     torch.cuda.synchronize()
     cycles = int(2 * guess_s * 2e9) + 1_000_000
-    for _ in range(tries):
+    times = []
+    for _ in range(tries * rounds):
         torch.cuda._sleep(cycles)
         asleep = torch.cuda.Event()
         asleep.record()
@@ -74,16 +80,41 @@ def host_time_us(fn: Callable[[], object], calls: int = 200, tries: int = 6) -> 
         elapsed = time.perf_counter() - start
         still_asleep = not asleep.query()
         torch.cuda.synchronize()
-        if still_asleep:
-            return elapsed / calls * 1e6
-        cycles *= 2
+        if not still_asleep:  # the queue drained: a call may have waited; sleep longer
+            cycles *= 2
+            continue
+        times.append(elapsed / calls * 1e6)
+        if len(times) == rounds:
+            return statistics.median(times)
     raise RuntimeError(f"host_time_us: the GPU finished its sleep before {calls} calls were "
-                       f"issued, {tries} times; the calls must be waiting for the GPU")
+                       f"issued, {tries * rounds - len(times)} times; the calls must be waiting "
+                       "for the GPU")
+
+
+def eager_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -> float:
+    """What a Python loop of fn() calls sees, in microseconds per call: the wall time of `calls`
+    calls back to back and one synchronisation, the median of `rounds` rounds. It is the larger
+    of the host time and the GPU time, plus whatever of each the other does not hide."""
+    import statistics
+    import time
+
+    _need_cuda("eager_time_us")
+    _check_callable(fn)
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(times)
 # ~/~ end
 
 # ~/~ begin <<docs/gpu-primer.md#timing-both>>[init]
 def time_call(fn: Callable[[], object]) -> Timing:
-    """Both costs of fn(): GPU time under graph replay and host time per call."""
-    return Timing(gpu_ms=gpu_time_ms(fn), host_us=host_time_us(fn))
+    """The costs of fn(): GPU time under graph replay, host time and eager time per call."""
+    return Timing(gpu_ms=gpu_time_ms(fn), host_us=host_time_us(fn), eager_us=eager_time_us(fn))
 # ~/~ end
 # ~/~ end
