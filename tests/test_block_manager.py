@@ -513,6 +513,10 @@ def test_block_names_do_not_collide():
     m.allocate(3, [0, 0, 1] + [5])  # a block boundary elsewhere, the same digits
     m.allocate(4, [0] * 4 + [5])
     assert [m.num_cached_tokens(s) for s in (2, 3, 4)] == [0, 0, 4]
+    m.allocate(5, [1, 23, 4, 5, 9])
+    m.mark_computed(5, 5)
+    m.allocate(6, [12, 3, 4, 5, 9])  # the same digits, another split into token ids
+    assert m.num_cached_tokens(6) == 0
 
 
 def test_the_window_releases_by_computed_tokens():
@@ -557,6 +561,7 @@ def test_mark_computed_refuses_what_is_not_so():
         (lambda: BlockManager(0, 16), r"num_blocks must be an int >= 1, got 0"),
         (lambda: BlockManager(8, 0), r"block_size must be an int >= 1, got 0"),
         (lambda: BlockManager(8, 2.5), r"block_size must be an int >= 1, got 2.5"),
+        (lambda: BlockManager(2**31, 4), r"num_blocks must be below 2\*\*31, got 2147483648"),
         (lambda: BlockManager(8, 4, watermark=1.0), r"watermark must be a number in \[0, 1\)"),
         (lambda: BlockManager(8, 4, sliding_window=0), r"sliding_window must be an int >= 1"),
         (lambda: BlockManager(8, 4, enable_prefix_caching=True, sliding_window=8),

@@ -361,6 +361,9 @@ def test_huge_values_stay_finite():
     top = 1.7976931348623157e308  # the largest float
     o, _ = online_attention_row([0.0], [[0.0]] * 3, [[top, -top]] * 3)
     assert o == pytest.approx([top, -top], rel=1e-15)  # finite, within rounding
+    keys = [[-1.1391145840840042], [1.3789904895607723], [2.393029727807961]]
+    o, _ = online_attention_row([1.0], keys, [[top]] * 3, 1.0)  # weights that round past one
+    assert o == pytest.approx([top], rel=1e-15)
     o, _ = online_attention_row([1.0], [[0.5], [0.0]], [[top], [-top]], 1.0)
     weight = 1 / (1 + math.exp(-0.5))  # softmax of (0.5, 0)
     assert o[0] == pytest.approx(top * weight - top * (1 - weight), rel=1e-12)

@@ -101,6 +101,8 @@ class BlockManager:
     # ~/~ end
         self.num_blocks = _check_int("num_blocks", num_blocks, 1)
         self.block_size = _check_int("block_size", block_size, 1)
+        if num_blocks >= 2**31:  # a block table is int32 in the kernels, and a count per block here
+            raise ValueError(f"num_blocks must be below 2**31, got {num_blocks}")
         if isinstance(watermark, bool) or not isinstance(watermark, int | float) \
                 or not 0 <= watermark < 1:
             raise ValueError(f"watermark must be a number in [0, 1), got {watermark!r}")
@@ -193,6 +195,8 @@ class BlockManager:
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-validate>>[init]
     def _seq(self, seq_id: int) -> _Seq:
+        if isinstance(seq_id, bool) or not isinstance(seq_id, int):  # also keeps a list out of get
+            raise ValueError(f"no live sequence with id {seq_id!r}: sequence ids are ints")
         seq = self._seqs.get(seq_id)
         if seq is None:
             raise ValueError(f"no live sequence with id {seq_id!r}")
@@ -424,6 +428,8 @@ class BlockManager:
     # ~/~ end
         seq, b = self._seq(seq_id), self.block_size
         n, slots = len(seq.tokens), []
+        if not isinstance(positions, Iterable):
+            raise TypeError(f"positions must be an iterable of ints, got {type(positions).__name__}")
         for p in positions:
             if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
                 raise ValueError(f"position {p!r} is outside [0, {n}) for sequence {seq_id}")
