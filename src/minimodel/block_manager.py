@@ -429,7 +429,8 @@ class BlockManager:
         seq, b = self._seq(seq_id), self.block_size
         n, slots = len(seq.tokens), []
         if not isinstance(positions, Iterable):
-            raise TypeError(f"positions must be an iterable of ints, got {type(positions).__name__}")
+            raise TypeError(f"positions must be an iterable of ints, got "
+                            f"{type(positions).__name__}")
         for p in positions:
             if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
                 raise ValueError(f"position {p!r} is outside [0, {n}) for sequence {seq_id}")
