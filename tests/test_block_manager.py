@@ -561,7 +561,7 @@ def test_mark_computed_refuses_what_is_not_so():
         (lambda: BlockManager(0, 16), r"num_blocks must be an int >= 1, got 0"),
         (lambda: BlockManager(8, 0), r"block_size must be an int >= 1, got 0"),
         (lambda: BlockManager(8, 2.5), r"block_size must be an int >= 1, got 2.5"),
-        (lambda: BlockManager(2**31, 4), r"num_blocks must be below 2\*\*31, got 2147483648"),
+        (lambda: BlockManager(2**31, 4), r"num_blocks.*2147483648"),  # the name and the value
         (lambda: BlockManager(8, 4, watermark=1.0), r"watermark must be a number in \[0, 1\)"),
         (lambda: BlockManager(8, 4, sliding_window=0), r"sliding_window must be an int >= 1"),
         (lambda: BlockManager(8, 4, enable_prefix_caching=True, sliding_window=8),

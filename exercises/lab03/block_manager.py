@@ -79,7 +79,7 @@ class BlockManager:
         vLLM) and wm = int(watermark * num_blocks): NEVER if num_blocks - required < wm (it would
         not fit even in an empty pool); else OK if num_free_blocks - required >= wm; else LATER.
         Changes nothing. Raises ValueError for a bad or live seq_id, an empty prompt, or a token
-        that is not an int >= 0.
+        that is not an int >= 0; TypeError naming prompt_tokens when it is not iterable.
         """
     # ~/~ end
         raise NotImplementedError(
@@ -196,9 +196,9 @@ class BlockManager:
     def mark_computed(self, seq_id: int, num_tokens: int) -> None:
         """A forward pass has stored the K/V of the sequence's first `num_tokens` tokens, in every
         layer. With prefix caching, each full block they cover is cached now, and not before: a
-        block whose K/V was never written is never a hit. Raises ValueError for an unknown sequence,
-        or a num_tokens that is not an int from `num_computed_tokens` (counts never go back) to the
-        tokens the sequence holds.
+        block whose K/V was never written is never a hit. Raises ValueError for an unknown sequence
+        (naming its id), or a num_tokens that is not an int from `num_computed_tokens` (counts never
+        go back) to the tokens the sequence holds (naming num_tokens and the value given).
         """
     # ~/~ end
         raise NotImplementedError(
