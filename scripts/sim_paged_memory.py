@@ -110,6 +110,9 @@ class Contiguous:
         assert self.live[rid] < self.max_len
         self.live[rid] += 1
 
+    def mark_computed(self, rid, num_tokens):
+        pass  # a contiguous reservation has no prefix cache to tell
+
     def free(self, rid):
         del self.live[rid]
 
@@ -172,6 +175,7 @@ def simulate(workload: Workload, layout, label: str) -> dict:
             token = rng.randrange(32000)
             layout.append_slot(req.rid, token)
             req.tokens.append(token)
+            layout.mark_computed(req.rid, len(req.tokens))  # the step computes it
             req.generated += 1
         for req in [r for r in running if r.generated >= r.output_len]:
             running.remove(req)
@@ -187,6 +191,7 @@ def simulate(workload: Workload, layout, label: str) -> dict:
                 break
             req = waiting.popleft()
             layout.allocate(req.rid, req.prompt)
+            layout.mark_computed(req.rid, len(req.prompt))  # prefilled in this step
             cached = layout.num_cached_tokens(req.rid)
             prefill_cached += cached
             prefill_computed += len(req.prompt) - cached

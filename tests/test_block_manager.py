@@ -33,6 +33,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         self.wm = int(watermark * num_blocks)
         self.live: dict[int, list[int]] = {}  # the machine's own record of each sequence
         self.released: dict[int, int] = {}  # leading entries the window must have released
+        self.computed: dict[int, int] = {}  # leading tokens whose K/V the "model" has written
         self.preempted: dict[int, list[int]] = {}
         self.pool: dict[int, tuple[int, ...]] = {}  # slot -> prefix of the token stored there
         self.next_id = 0
@@ -62,13 +63,21 @@ class BlockManagerMachine(RuleBasedStateMachine):
         cached = self.m.num_cached_tokens(seq_id)
         assert cached % self.b == 0 and 0 <= cached <= len(tokens) - 1
         assert cached == 0 or self.mode == "prefix"
+        assert self.m.num_computed_tokens(seq_id) == cached  # a hit's K/V is already there
         if cached:
             event("prefix hit")
         self.live[seq_id], self.released[seq_id] = list(tokens), 0
-        positions = range(cached, len(tokens))  # the cached ones were written by someone else
-        for p, slot in zip(positions, self.m.slot_mapping(seq_id, positions), strict=True):
-            self.pool[slot] = tuple(tokens[: p + 1])
+        self.computed[seq_id] = cached  # nothing written yet: the hit's blocks must hold it
         return True
+
+    def compute_to(self, seq_id, c):
+        """A forward pass writes the K/V of positions computed ... c - 1, then says so."""
+        mine, old = self.live[seq_id], self.computed[seq_id]
+        positions = range(old, c)
+        for p, slot in zip(positions, self.m.slot_mapping(seq_id, positions), strict=True):
+            self.pool[slot] = tuple(mine[: p + 1])
+        self.m.mark_computed(seq_id, c)
+        self.computed[seq_id] = c
 
     def append_one(self, seq_id, token):
         mine, b = self.live[seq_id], self.b
@@ -96,8 +105,9 @@ class BlockManagerMachine(RuleBasedStateMachine):
         mine.append(token)
         (slot,) = self.m.slot_mapping(seq_id, [n])
         self.pool[slot] = tuple(mine)
-        if self.window is not None:  # the next query stands at n and sees n - W + 1 ... n
-            self.released[seq_id] = max(self.released[seq_id], (n + 1 - self.window) // b)
+        if self.window is not None:  # the first query not computed stands at c: sees c - W + 1 ...
+            c = self.computed[seq_id]
+            self.released[seq_id] = max(self.released[seq_id], (c + 1 - self.window) // b)
         return True
 
     @rule(tokens=TOKENS)
@@ -115,15 +125,29 @@ class BlockManagerMachine(RuleBasedStateMachine):
         self.try_allocate(self.next_id, tokens[:k] + tail)
         self.next_id += 1
 
-    @rule(data=st.data(), tokens=st.lists(st.integers(0, 2), min_size=1, max_size=6))
-    def append(self, data, tokens):
-        """Decode steps of one sequence, a token at a time."""
+    @rule(data=st.data(), tokens=st.lists(st.integers(0, 2), min_size=1, max_size=6),
+          step=st.booleans())
+    def append(self, data, tokens, step):
+        """Decode steps of one sequence, a token at a time, each computed at once (step), or
+        slots for a chunk that a later forward pass computes (`compute`)."""
         if not self.live:
             return
         seq_id = self.pick(data, self.live)
         for token in tokens:
+            if step:
+                self.compute_to(seq_id, len(self.live[seq_id]))
             if not self.append_one(seq_id, token):
                 return
+
+    @rule(data=st.data())
+    def compute(self, data):
+        """A forward pass over some or all of a sequence's tokens not computed yet."""
+        if not self.live:
+            return
+        seq_id = self.pick(data, self.live)
+        n = len(self.live[seq_id])
+        self.compute_to(seq_id, data.draw(st.one_of(st.just(n),
+                                                    st.integers(self.computed[seq_id], n))))
 
     @rule(data=st.data())
     def fork(self, data):
@@ -135,6 +159,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         assert self.m.num_free_blocks == free  # sharing costs no block
         self.live[self.next_id] = list(self.live[parent])
         self.released[self.next_id] = self.released[parent]
+        self.computed[self.next_id] = self.computed[parent]
         self.next_id += 1
 
     @rule(data=st.data())
@@ -143,7 +168,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
             return
         seq_id = self.pick(data, self.live)
         self.m.free(seq_id)
-        del self.live[seq_id], self.released[seq_id]
+        del self.live[seq_id], self.released[seq_id], self.computed[seq_id]
 
     @rule(data=st.data())
     def preempt(self, data):
@@ -152,7 +177,7 @@ class BlockManagerMachine(RuleBasedStateMachine):
         seq_id = self.pick(data, self.live)
         assert self.m.preempt(seq_id) == self.live[seq_id]
         self.preempted[seq_id] = self.live.pop(seq_id)
-        del self.released[seq_id]
+        del self.released[seq_id], self.computed[seq_id]
 
     @rule(data=st.data())
     def resume(self, data):
@@ -173,11 +198,13 @@ class BlockManagerMachine(RuleBasedStateMachine):
             mine = table[released:]
             assert all(0 <= x < self.num_blocks for x in mine) and len(set(mine)) == len(mine)
             held.update(mine)
+            assert self.m.num_computed_tokens(seq_id) == self.computed[seq_id]
             positions = range(released * b, n)
             slots = self.m.slot_mapping(seq_id, positions)
             assert slots == [table[p // b] * b + p % b for p in positions]
-            for p, slot in zip(positions, slots, strict=True):  # read the sequence back
-                assert self.pool.get(slot) == tuple(tokens[: p + 1]), (seq_id, p)
+            for p, slot in zip(positions, slots, strict=True):  # read the computed ones back
+                if p < self.computed[seq_id]:
+                    assert self.pool.get(slot) == tuple(tokens[: p + 1]), (seq_id, p)
             if released:
                 with pytest.raises(ValueError, match="released"):
                     self.m.slot_mapping(seq_id, [released * b - 1])
@@ -209,6 +236,7 @@ def test_prefix_hit_reuses_leading_full_blocks():
     m = BlockManager(16, 4, enable_prefix_caching=True)
     a = list(range(10))  # blocks [0..3] [4..7] and a partial [8, 9]
     m.allocate(1, a)
+    m.mark_computed(1, 10)  # its prefill ran: its full blocks are hits from now on
     free = m.num_free_blocks
     m.allocate(2, a[:8] + [7, 7, 7])  # the same two full blocks, another tail
     assert m.num_cached_tokens(1) == 0 and m.num_cached_tokens(2) == 8
@@ -224,6 +252,7 @@ def test_prefix_hit_reuses_leading_full_blocks():
 def test_a_fully_cached_prompt_still_computes_its_last_token():
     m = BlockManager(16, 4, enable_prefix_caching=True)
     m.allocate(1, list(range(8)))
+    m.mark_computed(1, 8)
     m.allocate(2, list(range(8)))
     assert m.num_cached_tokens(2) == 4  # the model needs one token's logits
     m.allocate(3, list(range(9)))
@@ -233,8 +262,16 @@ def test_a_fully_cached_prompt_still_computes_its_last_token():
 def test_blocks_filled_by_decoding_are_cached_too():
     m = BlockManager(16, 4, enable_prefix_caching=True)
     m.allocate(1, [1, 2, 3])
+    m.mark_computed(1, 3)
     m.append_slot(1, 4)  # fills the first block
+    m.allocate(2, [1, 2, 3, 4, 6])
+    assert m.num_cached_tokens(2) == 0  # not before the decode step has computed it
+    m.mark_computed(1, 4)
     m.append_slot(1, 5)
+    m.allocate(3, [1, 2, 3, 4, 6])
+    assert m.num_cached_tokens(3) == 4
+    assert m.block_table(3)[0] == m.block_table(1)[0]
+    m.free(2)
     m.allocate(2, [1, 2, 3, 4, 6])
     assert m.num_cached_tokens(2) == 4
     assert m.block_table(2)[0] == m.block_table(1)[0]
@@ -245,6 +282,7 @@ def test_freed_cached_blocks_are_evicted_least_recently_used_first():
     prompts = {1: [1, 1, 0], 2: [2, 2, 0], 3: [3, 3, 0]}  # one full block each, and a tail
     for seq_id, prompt in prompts.items():
         m.allocate(seq_id, prompt)
+        m.mark_computed(seq_id, 3)
     first = m.block_table(1)[0]
     for seq_id in (1, 2, 3):
         m.free(seq_id)
@@ -253,6 +291,7 @@ def test_freed_cached_blocks_are_evicted_least_recently_used_first():
     assert m.block_table(4)[0] == first
     m.free(4)
     m.allocate(5, [7] * 11)  # 6 blocks: the 5 free ones, then one eviction
+    m.mark_computed(5, 11)
     m.free(5)  # its full blocks are now the most recently used
     for probe, seq_id, cached in ((11, 1, 2), (13, 3, 2), (12, 2, 0)):
         m.allocate(probe, prompts[seq_id])  # sequence 2's block was the least recently used
@@ -262,6 +301,7 @@ def test_freed_cached_blocks_are_evicted_least_recently_used_first():
 def test_a_freed_sequence_keeps_its_prefix_longer_than_its_tail():
     m = BlockManager(3, 2, watermark=0.0, enable_prefix_caching=True)
     m.allocate(1, [1, 1, 2, 2, 0])  # two full blocks and a tail
+    m.mark_computed(1, 5)
     m.free(1)
     m.allocate(2, [5, 5, 5])  # the tail's block, then one eviction: the second block
     m.free(2)
@@ -273,6 +313,8 @@ def test_hits_are_revived_before_new_blocks_are_taken():
     m = BlockManager(4, 2, watermark=0.0, enable_prefix_caching=True)
     m.allocate(1, [1, 1, 0])
     m.allocate(3, [2, 2, 0])
+    m.mark_computed(1, 3)
+    m.mark_computed(3, 3)
     m.free(1)
     m.free(3)  # evictable, oldest first: [1, 1], then [2, 2]
     m.allocate(2, [1, 1, 5, 5, 5, 5, 5])  # hits [1, 1], takes 2 free blocks and evicts [2, 2]
@@ -282,10 +324,12 @@ def test_hits_are_revived_before_new_blocks_are_taken():
 
 def test_a_block_whose_parent_was_evicted_is_no_hit():
     m = BlockManager(6, 2, watermark=0.0, enable_prefix_caching=True)
-    m.allocate(1, [1, 1])  # block P, named
+    m.allocate(1, [1, 1])
+    m.mark_computed(1, 2)  # block P, named
     m.allocate(2, [1, 1])  # a duplicate of P (its last block is never looked up): unnamed
     m.append_slot(2, 3)
-    m.append_slot(2, 4)  # fills [3, 4] after [1, 1]: a named child of P's name
+    m.append_slot(2, 4)
+    m.mark_computed(2, 4)  # [3, 4] after [1, 1]: a named child of P's name
     m.free(1)
     m.free(2)  # evictable, oldest first: P, the child
     m.allocate(3, [9] * 9)  # the 4 free blocks, then P is evicted: the child is an orphan
@@ -297,6 +341,7 @@ def test_a_block_whose_parent_was_evicted_is_no_hit():
 def test_out_of_blocks_with_an_evictable_hit_changes_nothing():
     m = BlockManager(3, 2, watermark=0.0, enable_prefix_caching=True)
     m.allocate(1, [1, 1, 0])
+    m.mark_computed(1, 3)
     m.free(1)  # [1, 1] evictable: it counts as free, and reviving it uses it up
     with pytest.raises(OutOfBlocks):
         m.allocate(2, [1, 1, 5, 5, 5, 5, 5])  # 4 blocks, one of them a hit: 4 > 3
@@ -308,6 +353,7 @@ def test_out_of_blocks_with_an_evictable_hit_changes_nothing():
 def test_out_of_blocks_with_a_window_and_a_fork_changes_nothing():
     m = BlockManager(3, 2, watermark=0.0, sliding_window=2)
     m.allocate(1, [1, 2, 3])  # a full block and a half-full one
+    m.mark_computed(1, 3)  # the next query sees 2, 3: block 0 is dead once 1 appends
     m.fork(1, 2)
     m.allocate(3, [9])  # the last free block
     table = m.block_table(1)
@@ -319,6 +365,7 @@ def test_out_of_blocks_with_a_window_and_a_fork_changes_nothing():
 def test_cached_blocks_are_evicted_only_when_a_block_is_needed():
     m = BlockManager(8, 2, watermark=0.0, enable_prefix_caching=True)
     m.allocate(1, [1, 1, 2, 2, 0])
+    m.mark_computed(1, 5)
     m.free(1)
     m.allocate(2, [5] * 10)  # 5 blocks: exactly the free ones
     m.allocate(3, [1, 1, 2, 2, 0])
@@ -354,11 +401,17 @@ def test_window_releases_what_no_query_can_see():
     m.allocate(1, [1, 2, 3, 4, 5])  # the prefill's queries see every block
     assert m.block_table(1).count(-1) == 0
     free = m.num_free_blocks
+    m.append_slot(1, 6)  # nothing computed yet: the prefill's queries still need everything
+    assert m.block_table(1).count(-1) == 0 and m.num_free_blocks == free
+    m.free(1)
+    m.allocate(1, [1, 2, 3, 4, 5])
+    m.mark_computed(1, 5)  # the prefill ran
     m.append_slot(1, 6)  # the query at 5 sees 3, 4, 5: block 0 (positions 0, 1) is dead
     assert m.block_table(1)[0] == -1 and m.num_free_blocks == free + 1
     assert len(m.slot_mapping(1, [2, 3, 4, 5])) == 4  # position 2 still held (block 1)
     with pytest.raises(ValueError, match="released"):
         m.slot_mapping(1, [1])
+    m.mark_computed(1, 6)
     m.append_slot(1, 7)  # the query at 6 sees 4, 5, 6: block 1 (2, 3) is dead
     assert m.block_table(1)[:2] == [-1, -1]
 
@@ -367,6 +420,7 @@ def test_window_of_one_keeps_only_the_new_token():
     m = BlockManager(4, 1, sliding_window=1)
     m.allocate(1, [1, 2, 3])
     for t in range(10):  # a pool of 4 blocks serves any length
+        m.mark_computed(1, 3 + t)  # the previous token's decode step ran
         m.append_slot(1, t)
     assert m.block_table(1)[:-1] == [-1] * 12 and m.num_free_blocks == 3
 
@@ -374,6 +428,7 @@ def test_window_of_one_keeps_only_the_new_token():
 def test_append_takes_the_block_the_window_releases():
     m = BlockManager(2, 2, watermark=0.0, sliding_window=2)
     m.allocate(1, [1, 2, 3, 4])  # both blocks
+    m.mark_computed(1, 4)
     assert not m.can_append_slot(1)  # no block is free (vLLM's answer too)
     m.append_slot(1, 5)  # position 4 needs a block; block 0 (0, 1) is released first
     assert m.block_table(1)[0] == -1 and len(m.block_table(1)) == 3
@@ -421,6 +476,7 @@ def test_preempted_tokens_come_back_as_a_prefix_hit():
     m = BlockManager(8, 2, enable_prefix_caching=True)
     m.allocate(1, [1, 2, 3])
     for t in (4, 5, 6):
+        m.mark_computed(1, t - 1)
         m.append_slot(1, t)
     tokens = m.preempt(1)
     assert tokens == [1, 2, 3, 4, 5, 6]
@@ -430,12 +486,82 @@ def test_preempted_tokens_come_back_as_a_prefix_hit():
     assert m.num_cached_tokens(1) == 4
 
 
+def test_a_block_is_a_hit_only_once_its_kv_is_computed():
+    prompt = list(range(16)) + [20, 21, 22]  # two full blocks of 8, and a tail
+    m = BlockManager(16, 8, enable_prefix_caching=True)
+    m.allocate(1, prompt)
+    m.allocate(2, prompt)  # before the owner's prefill: nothing has been written
+    assert m.num_cached_tokens(2) == 0 and m.num_computed_tokens(2) == 0
+    m.free(2)
+    m.free(1)  # the owner freed unrun
+    m.allocate(3, prompt)
+    assert m.num_cached_tokens(3) == 0
+    m.mark_computed(3, 12)  # a first chunk: block 0 computed, block 1 not yet
+    m.allocate(4, prompt)
+    assert m.num_cached_tokens(4) == 8 and m.num_computed_tokens(4) == 8
+    m.mark_computed(3, 19)
+    m.allocate(5, prompt)  # the same prompt after the first has run: 16 cached tokens
+    assert m.num_cached_tokens(5) == 16 and m.num_computed_tokens(5) == 16
+    assert m.block_table(5)[:2] == m.block_table(3)[:2]
+
+
+def test_block_names_do_not_collide():
+    m = BlockManager(16, 4, enable_prefix_caching=True)
+    m.allocate(1, [0] * 4 + [5])
+    m.mark_computed(1, 5)
+    m.allocate(2, [2**61 - 1] * 4 + [5])  # hash(0) == hash(2**61 - 1) in CPython
+    m.allocate(3, [0, 0, 1] + [5])  # a block boundary elsewhere, the same digits
+    m.allocate(4, [0] * 4 + [5])
+    assert [m.num_cached_tokens(s) for s in (2, 3, 4)] == [0, 0, 4]
+    m.allocate(5, [1, 23, 4, 5, 9])
+    m.mark_computed(5, 5)
+    m.allocate(6, [12, 3, 4, 5, 9])  # the same digits, another split into token ids
+    assert m.num_cached_tokens(6) == 0
+
+
+def test_the_window_releases_by_computed_tokens():
+    m = BlockManager(8, 8, watermark=0.0, sliding_window=4)
+    m.allocate(1, list(range(16)))
+    m.mark_computed(1, 16)
+    for t in range(16, 24):  # slots for a chunk of 8, fed later in one forward pass
+        m.append_slot(1, t)
+    assert m.block_table(1)[0] == -1 and m.block_table(1)[1] >= 0  # the query at 16 sees 13
+    assert len(m.slot_mapping(1, range(13, 24))) == 11
+    m.mark_computed(1, 24)
+    m.append_slot(1, 24)  # now the first query not computed stands at 24: sees 21 ...
+    assert m.block_table(1)[:2] == [-1, -1]
+    m.fork(1, 2)
+    assert m.num_computed_tokens(2) == 24
+
+
+def test_mark_computed_refuses_what_is_not_so():
+    m = BlockManager(8, 4)
+    m.allocate(1, [1, 2, 3])
+    m.mark_computed(1, 2)
+    for bad in (1, 4, -1, 2.0, True, "3"):  # back, past the tokens held, not an int
+        with pytest.raises(ValueError) as info:
+            m.mark_computed(1, bad)
+        assert "num_tokens" in str(info.value) and repr(bad) in str(info.value)
+    with pytest.raises(ValueError) as info:
+        m.mark_computed(7, 1)
+    assert "7" in str(info.value)
+    with pytest.raises(ValueError) as info:
+        m.num_computed_tokens(7)
+    assert "7" in str(info.value)
+    with pytest.raises(TypeError) as info:
+        m.allocate(2, 5)
+    assert "prompt_tokens" in str(info.value)
+    m.mark_computed(1, 2)  # the same count again is no change
+    assert m.num_computed_tokens(1) == 2
+
+
 @pytest.mark.parametrize(
     ("make", "match"),
     [
         (lambda: BlockManager(0, 16), r"num_blocks must be an int >= 1, got 0"),
         (lambda: BlockManager(8, 0), r"block_size must be an int >= 1, got 0"),
         (lambda: BlockManager(8, 2.5), r"block_size must be an int >= 1, got 2.5"),
+        (lambda: BlockManager(2**31, 4), r"num_blocks.*2147483648"),  # the name and the value
         (lambda: BlockManager(8, 4, watermark=1.0), r"watermark must be a number in \[0, 1\)"),
         (lambda: BlockManager(8, 4, sliding_window=0), r"sliding_window must be an int >= 1"),
         (lambda: BlockManager(8, 4, enable_prefix_caching=True, sliding_window=8),

@@ -120,12 +120,19 @@ def test_bad_positions_caches_and_configs_raise():
         (lambda: model(torch.tensor([[10]])), r"token ids must lie in \[0, 10\)"),
         (lambda: model(zeros.int()), r"tokens must be \(B, n\) int64, got shape \(1, 2\) "
                                      r"torch.int32"),
+        (lambda: model(zeros[:, :0]), r"tokens.*\(1, 0\)"),
+        (lambda: model(torch.zeros(0, 3, dtype=torch.long)), r"tokens.*\(0, 3\)"),
+        (lambda: model(zeros[:, :0], zeros[:, :0], cache), r"tokens.*\(1, 0\)"),
         (lambda: MiniGPTConfig(vocab_size=10, n_kv_heads=3),
          r"n_heads=4 must be a multiple of n_kv_heads=3"),
         (lambda: MiniGPTConfig(vocab_size=10, window=0), r"window must be None or a positive int"),
         (lambda: cache.nbytes(-5), r"tokens must be a non-negative int, got -5"),
     ]:
         with pytest.raises(ValueError, match=match):
+            call()
+    for call, name in [(lambda: model([[1, 2]]), "tokens"),
+                       (lambda: model(zeros, [[0, 1]], cache), "positions")]:
+        with pytest.raises(TypeError, match=name):
             call()
     assert cache.lengths == [0]  # no failed pass changed the cache
     model(torch.zeros(1, 8, dtype=torch.long), at(0, 8), cache)

@@ -352,6 +352,21 @@ def test_huge_scores_stay_finite():
     assert o == [2.0] and lse == pytest.approx(1e4 + math.log(2.0), rel=1e-15)
     o, lse = online_attention_row([1e150], [[1e150], [-1e150]], [[1.0], [2.0]], 1.0)
     assert o == [1.0] and lse == pytest.approx(1e300, rel=1e-15)
+
+
+def test_huge_values_stay_finite():
+    # acc = sum_j p~_j v_j would overflow; the average of the values does not.
+    o, _ = online_attention_row([0.0], [[0.0], [0.0]], [[1e308], [1e308]])
+    assert o == [1e308]
+    top = 1.7976931348623157e308  # the largest float
+    o, _ = online_attention_row([0.0], [[0.0]] * 3, [[top, -top]] * 3)
+    assert o == pytest.approx([top, -top], rel=1e-15)  # finite, within rounding
+    keys = [[-1.1391145840840042], [1.3789904895607723], [2.393029727807961]]
+    o, _ = online_attention_row([1.0], keys, [[top]] * 3, 1.0)  # weights that round past one
+    assert o == pytest.approx([top], rel=1e-15)
+    o, _ = online_attention_row([1.0], [[0.5], [0.0]], [[top], [-top]], 1.0)
+    weight = 1 / (1 + math.exp(-0.5))  # softmax of (0.5, 0)
+    assert o[0] == pytest.approx(top * weight - top * (1 - weight), rel=1e-12)
 # ~/~ end
 
 

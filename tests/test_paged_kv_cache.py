@@ -218,5 +218,62 @@ def test_the_cache_refuses_what_it_cannot_serve():
     cache.append_slot(0, 4)
     model(torch.tensor([[4]]), torch.tensor([[3]]), cache.select([0]))  # now it has a slot
     assert cache.preempt(0) == [1, 2, 3, 4]
+    with pytest.raises(TypeError) as info:
+        cache.allocate(1, iter([1, 2, 3]))  # the manager would use an iterator up
+    assert "prompt_tokens" in str(info.value)
+    cache.allocate(1, [1, 2, 3])  # and nothing was allocated
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-check-computed>>[init]
+def logits_alone(model, tokens):
+    with torch.no_grad():
+        return model(torch.tensor([tokens]))[0]
+
+
+def run(model, cache, seq_id, prompt, start):
+    """The logits of prompt[start:], fed to a live sequence in one forward pass."""
+    with torch.no_grad():
+        return model(torch.tensor([prompt[start:]]), torch.arange(start, len(prompt))[None],
+                     cache.select([seq_id]))[0]
+
+
+def prefill(model, cache, seq_id, prompt):
+    """Allocate and run the prompt's uncached tokens: (cached tokens, their logits)."""
+    cached = cache.allocate(seq_id, prompt)
+    return cached, run(model, cache, seq_id, prompt, cached)
+
+
+def test_a_prefix_hit_is_served_only_once_its_owner_has_run():
+    model = make_model(CONFIG)
+    prompt = TOK.encode(LINES[5])[:19]  # two full blocks of 8, and 3 tokens
+    reference = logits_alone(model, prompt)
+    cache = PagedKVCache(CONFIG, 16, 8, dtype=torch.float64, enable_prefix_caching=True)
+    cache.allocate(1, prompt)
+    cache.free(1)  # the owner, freed unrun
+    assert cache.allocate(2, prompt) == 0  # a second owner, not run yet
+    cached, logits = prefill(model, cache, 3, prompt)  # a hit before the owner's prefill
+    assert cached == 0
+    torch.testing.assert_close(logits, reference, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(run(model, cache, 2, prompt, 0), reference, atol=1e-6, rtol=1e-6)
+    cached, logits = prefill(model, cache, 4, prompt)  # the owner has run: a hit
+    assert cached == 16
+    torch.testing.assert_close(logits, reference[16:], atol=1e-6, rtol=1e-6)
+
+
+def test_a_chunk_after_append_slots_under_a_window():
+    config = MiniGPTConfig(vocab_size=TOK.vocab_size, max_seq_len=128, d_model=32, n_heads=4,
+                           n_kv_heads=2, n_layers=2, window=4)
+    model = make_model(config)
+    tokens = TOK.encode(LINES[7])[:24]
+    reference = logits_alone(model, tokens)
+    cache = PagedKVCache(config, 6, 8, dtype=torch.float64, watermark=0.0)
+    assert prefill(model, cache, 0, tokens[:16])[0] == 0
+    for t in tokens[16:]:
+        cache.append_slot(0, t)
+    logits = run(model, cache, 0, tokens, 16)  # the chunk, in one forward pass
+    torch.testing.assert_close(logits, reference[16:], atol=1e-6, rtol=1e-6)
+    cache.append_slot(0, 1)  # computed to 24: the query at 24 sees 21 ...: blocks 0, 1 go
+    assert cache.manager.block_table(0)[:2] == [-1, -1]
 # ~/~ end
 # ~/~ end

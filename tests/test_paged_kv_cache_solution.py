@@ -3,8 +3,11 @@
 docs/lab/03-paged-attn-reading.md; not run by `make check-mine`)."""
 
 import test_paged_kv_cache as lab  # the lab's server (a module: its tests are not re-collected)
+import torch
 
+from minimodel.attention import KernelPagedKVCache
 from minimodel.block_manager import BlockManager
+from minimodel.minigpt import MiniGPTConfig
 
 
 # ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-check-cow-off>>[init]
@@ -15,5 +18,23 @@ def test_without_copy_on_write_the_forked_parent_goes_wrong(monkeypatch):
     bad = lab.mismatches(model, server.done)
     assert lab.A in bad  # the parent read the key its child wrote into their shared block
     assert set(bad) <= {lab.A, lab.A2}  # nothing else shared a written block
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-check-kernel-chunk>>[init]
+def test_a_chunk_after_append_slots_through_the_kernels():
+    config = MiniGPTConfig(vocab_size=lab.TOK.vocab_size, max_seq_len=128, d_model=32,
+                           n_heads=2, n_kv_heads=1, n_layers=1, window=4)
+    torch.manual_seed(0)
+    model = lab.MiniGPT(config).eval()
+    tokens = lab.TOK.encode(lab.LINES[7])[:24]
+    reference = lab.logits_alone(model.double(), tokens)
+    model.float()
+    cache = KernelPagedKVCache(config, 6, 8, watermark=0.0)
+    assert lab.prefill(model, cache, 0, tokens[:16])[0] == 0
+    for t in tokens[16:]:
+        cache.append_slot(0, t)
+    logits = lab.run(model, cache, 0, tokens, 16)  # the chunk: paged_prefill
+    torch.testing.assert_close(logits.double(), reference[16:], atol=1e-4, rtol=1e-4)
 # ~/~ end
 # ~/~ end

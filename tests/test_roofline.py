@@ -1,6 +1,8 @@
 # ~/~ begin <<docs/theory/00-motivation.md#tests/test_roofline.py>>[init]
 """Checks of the roofline model (tangled from docs/theory/00-motivation.md)."""
 
+import math
+
 import pytest
 
 from minimodel import roofline
@@ -36,6 +38,8 @@ def test_visible_pairs_matches_the_reference_mask(nq, nk, causal, window):
 
 def test_causal_square_is_n_times_n_plus_one_over_two():
     assert visible_pairs(2048, 2048, causal=True) == 2048 * 2049 // 2
+    assert visible_pairs(10**7, 10**7, causal=True) == 10**7 * (10**7 + 1) // 2  # no loop
+    assert visible_pairs(10**7, 10**7, causal=True, window=3) == 3 * 10**7 - 3
     assert attention_flops(1, 1, 2048, 2048, 64) == 4 * 2048 * 2048 * 64
 
 
@@ -134,6 +138,15 @@ def test_plot_places_labels_apart(tmp_path):
         (lambda: HARDWARE["H200"].attainable(-1), r"intensity must be positive"),
         (lambda: decoder_layer_costs(100, 3, 1, 10), r"n_heads \| d_model"),
         (lambda: Ceilings("bad", 0, 1), r"ceilings must be positive"),
+        (lambda: Ceilings("bad", math.inf, 1), r"peak_flops.*inf"),
+        (lambda: Ceilings("bad", 1, math.nan), r"bandwidth.*nan"),
+        (lambda: Ceilings("bad", "1", 1), r"peak_flops.*'1'"),
+        (lambda: Ceilings("bad", 1, 1, l2_bytes=-5), r"l2_bytes.*-5"),
+        (lambda: Ceilings("bad", 1, 1, clock_hz=math.inf), r"clock_hz.*inf"),
+        (lambda: arithmetic_intensity(math.inf, 1), r"flops=inf"),
+        (lambda: arithmetic_intensity(1, math.inf), r"nbytes=inf"),
+        (lambda: plot_roofline([HARDWARE["H200"]], [RooflinePoint("zero", 0.0)], "x.svg"),
+         r"'zero'.*intensity.*0\.0"),
         (lambda: Ceilings("bad", 1, 1, exp_rate=0), r"exp_rate must be positive or None, got 0"),
         (lambda: Ceilings("bad", 1, 1, sm_count=0), r"sm_count must be a positive int, got 0"),
         (lambda: Ceilings("no exp", 1, 1).attention_roof(64), r"'no exp' has no exponential"),

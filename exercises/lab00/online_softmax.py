@@ -166,13 +166,14 @@ def online_attention_row(
     query sees key j (all True when None). scale is tau > 0, d ** -0.5 when None.
     With s_j = tau * q.k_j over the visible keys: o = sum_j softmax(s)_j v_j, a list of d_v
     floats, and lse = log sum_j e^(s_j) (natural log, as attention_ref's return_lse).
-    A row with no visible key returns ([0.0] * d_v, -inf). Raises ValueError on no keys,
+    o is a weighted average of the values, finite for any finite values up to the largest
+    float. A row with no visible key returns ([0.0] * d_v, -inf). Raises ValueError on no keys,
     mismatched lengths, a non-finite input, a scale that is not finite and positive, and a
     score that overflows to +inf or -inf.
     """
 # ~/~ end
     raise NotImplementedError(
-        "not written yet: online_attention_row: m, l and acc updated key by key, divided by l at "
-        "the end"
+        "not written yet: online_attention_row: m, l and o (a running weighted average of the "
+        "values) updated key by key"
     )
 # ~/~ end

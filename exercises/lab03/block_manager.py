@@ -50,8 +50,9 @@ class BlockManager:
         watermark: the fraction of the blocks that `can_allocate` keeps free for running sequences
         to grow into, `int(watermark * num_blocks)` blocks; 0 <= watermark < 1.
         enable_prefix_caching: a full block is cached under its content (its tokens and every
-        token before it); a new prompt reuses its cached leading blocks; a freed cached block stays
-        cached (and counts as free) until a block is needed, then the least recently used goes.
+        token before it) once its K/V is computed (`mark_computed`); a new prompt reuses its cached
+        leading blocks; a freed cached block stays cached (and counts as free) until a block is
+        needed, then the least recently used goes.
         sliding_window=W (an int >= 1): a query sees its W most recent keys, itself included
         (`attention_ref`'s window); blocks that no query can see any more are released.
         Raises ValueError for a bad size, and for prefix caching together with a window.
@@ -78,7 +79,7 @@ class BlockManager:
         vLLM) and wm = int(watermark * num_blocks): NEVER if num_blocks - required < wm (it would
         not fit even in an empty pool); else OK if num_free_blocks - required >= wm; else LATER.
         Changes nothing. Raises ValueError for a bad or live seq_id, an empty prompt, or a token
-        that is not an int >= 0.
+        that is not an int >= 0; TypeError naming prompt_tokens when it is not iterable.
         """
     # ~/~ end
         raise NotImplementedError(
@@ -90,11 +91,12 @@ class BlockManager:
     def allocate(self, seq_id: int, prompt_tokens: Sequence[int]) -> None:
         """Blocks for a new sequence's whole prompt: it then holds len(prompt_tokens) tokens.
 
-        With prefix caching, the prompt's leading full blocks whose content is cached are reused
-        (reference count up: nothing copied, nothing to compute), at most
+        With prefix caching, the prompt's leading full blocks whose content is cached, hence
+        computed, are reused (reference count up: nothing copied, nothing to compute), at most
         floor((len(prompt_tokens) - 1) / block_size) of them, so that the model computes at least
-        the last token (it needs its logits); `num_cached_tokens` says how many tokens that is. The
-        prompt's other full blocks are cached in their turn. Does not apply the watermark (that is
+        the last token (it needs its logits); `num_cached_tokens` says how many tokens that is, and
+        they count as computed. The prompt's other blocks are cached only once `mark_computed`
+        covers them. Does not apply the watermark (that is
         `can_allocate`'s admission policy). Raises OutOfBlocks, changing nothing, when there are
         not enough free blocks; ValueError as `can_allocate`.
         """
@@ -119,13 +121,16 @@ class BlockManager:
         """Give `token`, the token about to be fed to the model, the sequence's next slot: position
         n, n being the tokens it holds so far.
 
-        First, with a window W, the blocks that no query can see once the sequence holds n + 1
-        tokens are released (the next query stands at n and sees n - W + 1 ... n): entry i when
-        (i + 1) * block_size <= n + 1 - W; the entry becomes -1. Then, if position n opens a new
+        First, with a window W, the blocks that no query still to be computed can see are
+        released: with c the tokens computed so far (`num_computed_tokens`), the first such query
+        stands at c and sees c - W + 1 onwards, so entry i goes when (i + 1) * block_size <=
+        c + 1 - W; the entry becomes -1. (At a decode step c = n: the token before is computed.
+        Before a chunk of several new tokens c < n, and the chunk's first queries keep their keys.)
+        Then, if position n opens a new
         block, a block is taken; if it falls in the last block and another sequence holds that block
         too (a fork), copy-on-write: this sequence gets a new block, and the copy to perform is
         returned as (src_block, dst_block): copy all of src into dst before writing. Otherwise
-        returns None. With prefix caching, a block that this token fills is cached.
+        returns None. The token is not computed yet: a block it fills is cached by `mark_computed`.
         Raises OutOfBlocks, changing nothing, when a block is needed and none is free after the
         window's release; ValueError for an unknown sequence or a token that is not an int >= 0.
         """
@@ -137,9 +142,9 @@ class BlockManager:
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-fork-interface>>[init]
     def fork(self, parent_id: int, child_id: int) -> None:
-        """A new sequence `child_id` with the parent's tokens and the parent's block table (entries
-        released by the window included): every block shared, reference counts up, no block taken,
-        nothing copied. Raises ValueError for an unknown parent or a live child id.
+        """A new sequence `child_id` with the parent's tokens, computed tokens and block table
+        (entries released by the window included): every block shared, reference counts up, no block
+        taken, nothing copied. Raises ValueError for an unknown parent or a live child id.
         """
     # ~/~ end
         raise NotImplementedError("not written yet: fork: share every block of the parent")
@@ -181,9 +186,30 @@ class BlockManager:
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-cached-tokens-interface>>[init]
     def num_cached_tokens(self, seq_id: int) -> int:
         """How many leading prompt tokens were found in the prefix cache at allocation: a multiple
-        of block_size, 0 without prefix caching. Their K/V are in the pools already: the model
-        computes only the rest. A fork has its parent's count. Raises ValueError for an unknown
-        sequence."""
+        of block_size, 0 without prefix caching. Their K/V are in the pools already (only computed
+        blocks are cached): the model computes only the rest. A fork has its parent's count.
+        Raises ValueError for an unknown sequence."""
     # ~/~ end
         raise NotImplementedError("not written yet: num_cached_tokens")
+
+    # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-mark-computed-interface>>[init]
+    def mark_computed(self, seq_id: int, num_tokens: int) -> None:
+        """A forward pass has stored the K/V of the sequence's first `num_tokens` tokens, in every
+        layer. With prefix caching, each full block they cover is cached now, and not before: a
+        block whose K/V was never written is never a hit. Raises ValueError for an unknown sequence
+        (naming its id), or a num_tokens that is not an int from `num_computed_tokens` (counts never
+        go back) to the tokens the sequence holds (naming num_tokens and the value given).
+        """
+    # ~/~ end
+        raise NotImplementedError(
+            "not written yet: mark_computed: the computed count, and the blocks it names"
+        )
+
+    # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-computed-tokens-interface>>[init]
+    def num_computed_tokens(self, seq_id: int) -> int:
+        """How many leading tokens of the sequence have their K/V stored: its cached tokens at
+        allocation, then what `mark_computed` said; a fork has its parent's. Raises ValueError for
+        an unknown sequence."""
+    # ~/~ end
+        raise NotImplementedError("not written yet: num_computed_tokens")
 # ~/~ end

@@ -103,7 +103,8 @@ class PagedKVCache:
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-cache-commit-interface>>[init]
     def commit(self, positions: torch.Tensor) -> None:
-        """Every layer has stored these positions: each selected sequence has computed them."""
+        """Every layer has stored these positions: each selected sequence has computed them
+        (`manager.mark_computed`, which also makes its newly computed full blocks prefix hits)."""
     # ~/~ end
         raise NotImplementedError("not written yet: commit")
 # ~/~ end

@@ -5,7 +5,9 @@
 Tangled from docs/lab/03-paged-attn-reading.md; edit the page, not this file.
 """
 
+import dataclasses
 import enum
+import hashlib
 from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,8 +36,10 @@ class _Seq:
     tokens: list[int]  # every token that has a slot: the prompt, then one per append_slot
     table: list[int]  # logical block i -> physical block, -1 once the window released it
     num_cached: int = 0  # leading tokens found in the prefix cache at allocation
+    computed: int = 0  # leading tokens whose K/V are stored (mark_computed)
     released: int = 0  # leading table entries released by the window
-    chain: int | None = None  # content hash of the last full block (prefix caching)
+    named: int = 0  # leading full blocks offered to the prefix cache (computed ones only)
+    chain: bytes | None = None  # the name of block `named - 1`: the parent of the next one
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -46,6 +50,16 @@ def _check_int(name: str, value: object, minimum: int) -> int:
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _name(parent: bytes | None, block: Sequence[int]) -> bytes:
+    """A full block's name: SHA-256 over its parent's name and its own token ids, so that one
+    name stands for the whole prefix up to the block's end. A tag byte tells the first block
+    from the others and the parent's 32 bytes come first, so two different prefixes give two
+    different inputs; a collision of the digest is what it would take to share a block wrongly.
+    """
+    head = b"\x00" if parent is None else b"\x01" + parent
+    return hashlib.sha256(head + ",".join(map(str, block)).encode()).digest()
 # ~/~ end
 
 
@@ -77,8 +91,9 @@ class BlockManager:
         watermark: the fraction of the blocks that `can_allocate` keeps free for running sequences
         to grow into, `int(watermark * num_blocks)` blocks; 0 <= watermark < 1.
         enable_prefix_caching: a full block is cached under its content (its tokens and every
-        token before it); a new prompt reuses its cached leading blocks; a freed cached block stays
-        cached (and counts as free) until a block is needed, then the least recently used goes.
+        token before it) once its K/V is computed (`mark_computed`); a new prompt reuses its cached
+        leading blocks; a freed cached block stays cached (and counts as free) until a block is
+        needed, then the least recently used goes.
         sliding_window=W (an int >= 1): a query sees its W most recent keys, itself included
         (`attention_ref`'s window); blocks that no query can see any more are released.
         Raises ValueError for a bad size, and for prefix caching together with a window.
@@ -86,6 +101,8 @@ class BlockManager:
     # ~/~ end
         self.num_blocks = _check_int("num_blocks", num_blocks, 1)
         self.block_size = _check_int("block_size", block_size, 1)
+        if num_blocks >= 2**31:  # a block table is int32 in the kernels, and a count per block here
+            raise ValueError(f"num_blocks must be below 2**31, got {num_blocks}")
         if isinstance(watermark, bool) or not isinstance(watermark, int | float) \
                 or not 0 <= watermark < 1:
             raise ValueError(f"watermark must be a number in [0, 1), got {watermark!r}")
@@ -104,8 +121,8 @@ class BlockManager:
         self.sliding_window = sliding_window
         self._refs = [0] * num_blocks  # how many block tables hold each block
         self._free: deque[int] = deque(range(num_blocks))  # a stack: the last freed goes first
-        self._cached: dict[int, int] = {}  # content hash -> the block that holds it
-        self._hash: list[int | None] = [None] * num_blocks  # block -> its content hash, if cached
+        self._cached: dict[bytes, int] = {}  # a computed full block's name -> the block
+        self._hash: list[bytes | None] = [None] * num_blocks  # block -> its name, if cached
         self._evictable: OrderedDict[int, None] = OrderedDict()  # cached, held by none: LRU first
         self._seqs: dict[int, _Seq] = {}
     # ~/~ end
@@ -155,24 +172,31 @@ class BlockManager:
     # ~/~ end
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-prefix-cache>>[init]
-    def _block_hashes(self, tokens: Sequence[int], parent: int | None, first: int) -> list[int]:
-        """Names of the full blocks from logical block `first` on, chained from `parent`."""
-        b, names = self.block_size, []
-        for i in range(first, len(tokens) // b):
-            parent = hash((parent, tuple(tokens[i * b : (i + 1) * b])))
-            names.append(parent)
-        return names
+    def _block_name(self, parent: bytes | None, tokens: Sequence[int], i: int) -> bytes:
+        """The name of logical block i of `tokens` (a full block), chained from `parent`."""
+        b = self.block_size
+        return _name(parent, tokens[i * b : (i + 1) * b])
 
 
-    def _register(self, block: int, name: int) -> None:
-        """A full block's content is known: make it findable, unless a copy already is."""
-        if name not in self._cached:
+    def _register(self, block: int, name: bytes) -> None:
+        """A full block's K/V is computed: make it findable, unless a copy already is."""
+        if name not in self._cached and self._hash[block] is None:
             self._cached[name] = block
             self._hash[block] = name
+
+
+    def _name_computed(self, seq: _Seq) -> None:
+        """Offer to the prefix cache, in order, each full block that the computed tokens cover."""
+        for i in range(seq.named, seq.computed // self.block_size):
+            seq.chain = self._block_name(seq.chain, seq.tokens, i)
+            self._register(seq.table[i], seq.chain)
+            seq.named = i + 1
     # ~/~ end
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-validate>>[init]
     def _seq(self, seq_id: int) -> _Seq:
+        if isinstance(seq_id, bool) or not isinstance(seq_id, int):  # also keeps a list out of get
+            raise ValueError(f"no live sequence with id {seq_id!r}: sequence ids are ints")
         seq = self._seqs.get(seq_id)
         if seq is None:
             raise ValueError(f"no live sequence with id {seq_id!r}")
@@ -188,7 +212,11 @@ class BlockManager:
 
     def _check_prompt(self, seq_id: int, prompt_tokens: Iterable[int]) -> list[int]:
         self._check_new_id(seq_id)
-        tokens = list(prompt_tokens)
+        try:
+            tokens = list(prompt_tokens)
+        except TypeError:
+            raise TypeError(f"prompt_tokens must be an iterable of token ids, got "
+                            f"{type(prompt_tokens).__name__}") from None
         if not tokens:
             raise ValueError(f"the prompt of sequence {seq_id} is empty")
         for t in tokens:
@@ -206,7 +234,7 @@ class BlockManager:
         vLLM) and wm = int(watermark * num_blocks): NEVER if num_blocks - required < wm (it would
         not fit even in an empty pool); else OK if num_free_blocks - required >= wm; else LATER.
         Changes nothing. Raises ValueError for a bad or live seq_id, an empty prompt, or a token
-        that is not an int >= 0.
+        that is not an int >= 0; TypeError naming prompt_tokens when it is not iterable.
         """
     # ~/~ end
         tokens = self._check_prompt(seq_id, prompt_tokens)
@@ -223,23 +251,25 @@ class BlockManager:
     def allocate(self, seq_id: int, prompt_tokens: Sequence[int]) -> None:
         """Blocks for a new sequence's whole prompt: it then holds len(prompt_tokens) tokens.
 
-        With prefix caching, the prompt's leading full blocks whose content is cached are reused
-        (reference count up: nothing copied, nothing to compute), at most
+        With prefix caching, the prompt's leading full blocks whose content is cached, hence
+        computed, are reused (reference count up: nothing copied, nothing to compute), at most
         floor((len(prompt_tokens) - 1) / block_size) of them, so that the model computes at least
-        the last token (it needs its logits); `num_cached_tokens` says how many tokens that is. The
-        prompt's other full blocks are cached in their turn. Does not apply the watermark (that is
+        the last token (it needs its logits); `num_cached_tokens` says how many tokens that is, and
+        they count as computed. The prompt's other blocks are cached only once `mark_computed`
+        covers them. Does not apply the watermark (that is
         `can_allocate`'s admission policy). Raises OutOfBlocks, changing nothing, when there are
         not enough free blocks; ValueError as `can_allocate`.
         """
     # ~/~ end
         tokens = self._check_prompt(seq_id, prompt_tokens)
-        b, names, hits = self.block_size, [], []
+        b, hits, chain = self.block_size, [], None
         if self.enable_prefix_caching:
-            names = self._block_hashes(tokens, None, 0)
-            for name in names[: (len(tokens) - 1) // b]:  # never the last token's block
-                if name not in self._cached:
+            for i in range((len(tokens) - 1) // b):  # never the last token's block
+                name = self._block_name(chain, tokens, i)
+                if name not in self._cached:  # only computed blocks are ever in the cache
                     break
                 hits.append(self._cached[name])
+                chain = name
         required = _cdiv(len(tokens), b)
         live_hits = sum(self._refs[block] > 0 for block in hits)  # the others count as free
         if required - live_hits > self.num_free_blocks:
@@ -248,18 +278,19 @@ class BlockManager:
         for block in hits:  # revive the hits first, so that _take cannot evict them
             self._incref(block)
         table = hits + [self._take() for _ in range(required - len(hits))]
-        for i in range(len(hits), len(names)):
-            self._register(table[i], names[i])
-        self._seqs[seq_id] = _Seq(tokens, table, num_cached=len(hits) * b,
-                                  chain=names[-1] if names else None)
+        # The hits' K/V are in the pools: they count as computed. The other blocks are named by
+        # mark_computed, once a forward pass has written them.
+        self._seqs[seq_id] = _Seq(tokens, table, num_cached=len(hits) * b, computed=len(hits) * b,
+                                  named=len(hits), chain=chain)
     # ~/~ end
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-window>>[init]
-    def _dead(self, n: int) -> int:
-        """Leading entries no query can see once the sequence holds n tokens."""
+    def _dead(self, computed: int) -> int:
+        """Leading entries that no query still to be computed can see: the first one stands at
+        position `computed` and sees computed - W + 1 ... onwards."""
         if self.sliding_window is None:
             return 0
-        return max(0, (n - self.sliding_window) // self.block_size)
+        return max(0, (computed + 1 - self.sliding_window) // self.block_size)
 
 
     def _release(self, seq: _Seq, dead: int) -> None:
@@ -301,13 +332,16 @@ class BlockManager:
         """Give `token`, the token about to be fed to the model, the sequence's next slot: position
         n, n being the tokens it holds so far.
 
-        First, with a window W, the blocks that no query can see once the sequence holds n + 1
-        tokens are released (the next query stands at n and sees n - W + 1 ... n): entry i when
-        (i + 1) * block_size <= n + 1 - W; the entry becomes -1. Then, if position n opens a new
+        First, with a window W, the blocks that no query still to be computed can see are
+        released: with c the tokens computed so far (`num_computed_tokens`), the first such query
+        stands at c and sees c - W + 1 onwards, so entry i goes when (i + 1) * block_size <=
+        c + 1 - W; the entry becomes -1. (At a decode step c = n: the token before is computed.
+        Before a chunk of several new tokens c < n, and the chunk's first queries keep their keys.)
+        Then, if position n opens a new
         block, a block is taken; if it falls in the last block and another sequence holds that block
         too (a fork), copy-on-write: this sequence gets a new block, and the copy to perform is
         returned as (src_block, dst_block): copy all of src into dst before writing. Otherwise
-        returns None. With prefix caching, a block that this token fills is cached.
+        returns None. The token is not computed yet: a block it fills is cached by `mark_computed`.
         Raises OutOfBlocks, changing nothing, when a block is needed and none is free after the
         window's release; ValueError for an unknown sequence or a token that is not an int >= 0.
         """
@@ -316,7 +350,7 @@ class BlockManager:
         if isinstance(token, bool) or not isinstance(token, int) or token < 0:
             raise ValueError(f"token ids are ints >= 0, got {token!r}")
         n, b = len(seq.tokens), self.block_size
-        dead = self._dead(n + 1)
+        dead = self._dead(seq.computed)  # not n: a chunk's first queries may stand before n
         needs = n % b == 0 or self._refs[seq.table[-1]] > 1  # a new block, or a copy
         released = sum(self._refs[block] == 1 for block in seq.table[seq.released : dead])
         if needs and self.num_free_blocks + released == 0:
@@ -327,10 +361,7 @@ class BlockManager:
             seq.table.append(self._take())
         else:
             cow = self._copy_on_write(seq)
-        seq.tokens.append(token)
-        if self.enable_prefix_caching and (n + 1) % b == 0:  # this token filled the last block
-            seq.chain = self._block_hashes(seq.tokens, seq.chain, n // b)[0]
-            self._register(seq.table[-1], seq.chain)
+        seq.tokens.append(token)  # its block is named once mark_computed says its K/V is stored
         assert len(seq.table) == _cdiv(n + 1, b)
         return cow
     # ~/~ end
@@ -338,17 +369,17 @@ class BlockManager:
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-fork>>[init]
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-fork-interface>>[init]
     def fork(self, parent_id: int, child_id: int) -> None:
-        """A new sequence `child_id` with the parent's tokens and the parent's block table (entries
-        released by the window included): every block shared, reference counts up, no block taken,
-        nothing copied. Raises ValueError for an unknown parent or a live child id.
+        """A new sequence `child_id` with the parent's tokens, computed tokens and block table
+        (entries released by the window included): every block shared, reference counts up, no block
+        taken, nothing copied. Raises ValueError for an unknown parent or a live child id.
         """
     # ~/~ end
         parent = self._seq(parent_id)
         self._check_new_id(child_id)
         for block in parent.table[parent.released :]:
             self._incref(block)
-        self._seqs[child_id] = _Seq(list(parent.tokens), list(parent.table), parent.num_cached,
-                                    parent.released, parent.chain)
+        self._seqs[child_id] = dataclasses.replace(parent, tokens=list(parent.tokens),
+                                                   table=list(parent.table))
     # ~/~ end
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-free>>[init]
@@ -397,6 +428,9 @@ class BlockManager:
     # ~/~ end
         seq, b = self._seq(seq_id), self.block_size
         n, slots = len(seq.tokens), []
+        if not isinstance(positions, Iterable):
+            raise TypeError(f"positions must be an iterable of ints, got "
+                            f"{type(positions).__name__}")
         for p in positions:
             if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
                 raise ValueError(f"position {p!r} is outside [0, {n}) for sequence {seq_id}")
@@ -411,10 +445,40 @@ class BlockManager:
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-cached-tokens-interface>>[init]
     def num_cached_tokens(self, seq_id: int) -> int:
         """How many leading prompt tokens were found in the prefix cache at allocation: a multiple
-        of block_size, 0 without prefix caching. Their K/V are in the pools already: the model
-        computes only the rest. A fork has its parent's count. Raises ValueError for an unknown
-        sequence."""
+        of block_size, 0 without prefix caching. Their K/V are in the pools already (only computed
+        blocks are cached): the model computes only the rest. A fork has its parent's count.
+        Raises ValueError for an unknown sequence."""
     # ~/~ end
         return self._seq(seq_id).num_cached
+    # ~/~ end
+
+    # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-mark-computed>>[init]
+    # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-mark-computed-interface>>[init]
+    def mark_computed(self, seq_id: int, num_tokens: int) -> None:
+        """A forward pass has stored the K/V of the sequence's first `num_tokens` tokens, in every
+        layer. With prefix caching, each full block they cover is cached now, and not before: a
+        block whose K/V was never written is never a hit. Raises ValueError for an unknown sequence
+        (naming its id), or a num_tokens that is not an int from `num_computed_tokens` (counts never
+        go back) to the tokens the sequence holds (naming num_tokens and the value given).
+        """
+    # ~/~ end
+        seq = self._seq(seq_id)
+        n = len(seq.tokens)
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) \
+                or not seq.computed <= num_tokens <= n:
+            raise ValueError(f"num_tokens must be an int in [{seq.computed}, {n}] for sequence "
+                             f"{seq_id} (its computed and held tokens), got {num_tokens!r}")
+        seq.computed = num_tokens
+        if self.enable_prefix_caching:
+            self._name_computed(seq)
+
+
+    # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-computed-tokens-interface>>[init]
+    def num_computed_tokens(self, seq_id: int) -> int:
+        """How many leading tokens of the sequence have their K/V stored: its cached tokens at
+        allocation, then what `mark_computed` said; a fork has its parent's. Raises ValueError for
+        an unknown sequence."""
+    # ~/~ end
+        return self._seq(seq_id).computed
     # ~/~ end
 # ~/~ end

@@ -229,10 +229,16 @@ class MiniGPT(nn.Module):
         next n positions of that sequence; the tokens' keys and values are stored in the cache.
         """
         c = self.config
+        for name, t in (("tokens", tokens), ("positions", positions)):
+            if not (isinstance(t, torch.Tensor) or (name == "positions" and t is None)):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(
                 f"tokens must be (B, n) int64, got shape {tuple(tokens.shape)} {tokens.dtype}"
             )
+        if tokens.numel() == 0:  # no row, or rows of no token: nothing to predict from
+            raise ValueError(f"tokens must be (B, n) with B >= 1 and n >= 1, got shape "
+                             f"{tuple(tokens.shape)}")
         if tokens.min() < 0 or tokens.max() >= c.vocab_size:
             raise ValueError(f"token ids must lie in [0, {c.vocab_size})")
         b, n = tokens.shape

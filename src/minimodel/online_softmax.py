@@ -272,7 +272,8 @@ def online_attention_row(
     query sees key j (all True when None). scale is tau > 0, d ** -0.5 when None.
     With s_j = tau * q.k_j over the visible keys: o = sum_j softmax(s)_j v_j, a list of d_v
     floats, and lse = log sum_j e^(s_j) (natural log, as attention_ref's return_lse).
-    A row with no visible key returns ([0.0] * d_v, -inf). Raises ValueError on no keys,
+    o is a weighted average of the values, finite for any finite values up to the largest
+    float. A row with no visible key returns ([0.0] * d_v, -inf). Raises ValueError on no keys,
     mismatched lengths, a non-finite input, a scale that is not finite and positive, and a
     score that overflows to +inf or -inf.
     """
@@ -291,7 +292,7 @@ def online_attention_row(
         tau = float(scale)
     flags = iter(visible) if visible is not None else None
 
-    m, l, acc = -math.inf, 0.0, []  # noqa: E741  m^(0) = -inf, l^(0) = 0, acc^(0) = 0 (d_v long)
+    m, l, o = -math.inf, 0.0, []  # noqa: E741  m^(0) = -inf, l^(0) = 0, o^(0) = 0 (d_v long)
     n = 0
     for j, (k, v) in enumerate(zip_longest(keys, values, fillvalue=_MISSING)):
         if k is _MISSING or v is _MISSING:
@@ -304,10 +305,10 @@ def online_attention_row(
         if j == 0:
             if not v:
                 raise ValueError("values[0] must not be empty")
-            acc = [0.0] * len(v)
-        elif len(v) != len(acc):
+            o = [0.0] * len(v)
+        elif len(v) != len(o):
             raise ValueError(
-                f"values[{j}] has length {len(v)}, but values[0] has length {len(acc)}"
+                f"values[{j}] has length {len(v)}, but values[0] has length {len(o)}"
             )
         seen = True if flags is None else next(flags, _MISSING)
         if seen is _MISSING:
@@ -316,7 +317,7 @@ def online_attention_row(
             raise ValueError(f"visible[{j}] must be a bool, got {seen!r}")
         n = j + 1
         if not seen:
-            continue  # s_j = -inf: m, l and acc stay as they are
+            continue  # s_j = -inf: m, l and o stay as they are
 
         s = tau * sum(a * b for a, b in zip(q, k, strict=True))  # s_j = tau q.k_j
         s = _logit(s, f"score s_{j} = tau * q.k_{j}")  # an overflow to +inf or NaN is refused
@@ -326,17 +327,25 @@ def online_attention_row(
         m_new = max(m, s)  # m^(j) = max(m^(j-1), s_j)
         alpha = rescale_factor(m, m_new)  # alpha^(j) = e^(m^(j-1) - m^(j))
         p_tilde = math.exp(s - m_new)  # p~_j = e^(s_j - m^(j)), not yet normalised
-        l = alpha * l + p_tilde  # noqa: E741  l^(j) = alpha^(j) l^(j-1) + p~_j
-        # acc^(j) = alpha^(j) acc^(j-1) + p~_j v_j
-        acc = [alpha * a + p_tilde * vi for a, vi in zip(acc, v, strict=True)]
-        m = m_new
+        l_new = alpha * l + p_tilde  # l^(j) = alpha^(j) l^(j-1) + p~_j
+        # o^(j) = (alpha^(j) l^(j-1) / l^(j)) o^(j-1) + (p~_j / l^(j)) v_j: acc^(j) / l^(j)
+        keep, take = alpha * l / l_new, p_tilde / l_new
+        o = [_average(keep, a, take, vi) for a, vi in zip(o, v, strict=True)]
+        m, l = m_new, l_new  # noqa: E741
 
     if n == 0:
         raise ValueError("attention over no keys: keys and values are empty")
     if flags is not None and next(flags, _MISSING) is not _MISSING:
         raise ValueError(f"visible has more entries than the {n} keys")
     if l == 0:
-        return [0.0] * len(acc), -math.inf  # no visible key: o = 0, lse = -inf
-    return [a / l for a in acc], m + math.log(l)  # o = acc^(N) / l^(N), lse = m^(N) + log l^(N)
+        return o, -math.inf  # no visible key: o = 0, lse = -inf
+    return o, m + math.log(l)  # o = o^(N), lse = m^(N) + log l^(N)
+
+
+def _average(keep: float, a: float, take: float, v: float) -> float:
+    """keep * a + take * v for weights that add up to one: within the larger of |a| and |v|.
+    The clamp only undoes a rounding step past the largest float (two values near 1.8e308)."""
+    bound = max(abs(a), abs(v))
+    return min(max(keep * a + take * v, -bound), bound)
 # ~/~ end
 # ~/~ end

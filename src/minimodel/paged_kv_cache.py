@@ -46,8 +46,7 @@ class PagedKVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.rows: tuple[int, ...] = ()
-        self._computed: dict[int, int] = {}  # leading positions whose K/V are in the pools
-        self._slots: dict[int, int] = {}  # positions that have a slot
+        self._slots: dict[int, int] = {}  # positions that have a slot (the manager: the computed)
     # ~/~ end
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-cache-lifecycle>>[init]
@@ -57,10 +56,12 @@ class PagedKVCache:
         their K/V in the pools already (a prefix hit): feed the model the rest, from that position.
         """
     # ~/~ end
+        if not isinstance(prompt_tokens, Sequence):  # an iterator would be used up by the manager
+            raise TypeError(f"prompt_tokens must be a sequence of token ids, got "
+                            f"{type(prompt_tokens).__name__}")
         self.manager.allocate(seq_id, prompt_tokens)
-        self._computed[seq_id] = self.manager.num_cached_tokens(seq_id)
         self._slots[seq_id] = len(prompt_tokens)
-        return self._computed[seq_id]
+        return self.manager.num_cached_tokens(seq_id)
 
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-cache-append-slot-interface>>[init]
@@ -81,7 +82,6 @@ class PagedKVCache:
         """`manager.fork`: the child shares the parent's blocks and its computed tokens."""
     # ~/~ end
         self.manager.fork(parent_id, child_id)
-        self._computed[child_id] = self._computed[parent_id]
         self._slots[child_id] = self._slots[parent_id]
 
 
@@ -90,7 +90,7 @@ class PagedKVCache:
         """`manager.free`."""
     # ~/~ end
         self.manager.free(seq_id)
-        del self._computed[seq_id], self._slots[seq_id]
+        del self._slots[seq_id]
 
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-cache-preempt-interface>>[init]
@@ -98,7 +98,7 @@ class PagedKVCache:
         """`manager.preempt`: returns the tokens to allocate and recompute later."""
     # ~/~ end
         tokens = self.manager.preempt(seq_id)
-        del self._computed[seq_id], self._slots[seq_id]
+        del self._slots[seq_id]
         return tokens
 
 
@@ -109,7 +109,7 @@ class PagedKVCache:
         Raises ValueError for an empty, repeated or unknown id."""
     # ~/~ end
         seq_ids = tuple(seq_ids)
-        unknown = [s for s in seq_ids if s not in self._computed]
+        unknown = [s for s in seq_ids if s not in self._slots]
         if not seq_ids or unknown or len(set(seq_ids)) != len(seq_ids):
             raise ValueError(f"select needs distinct live sequence ids, got {seq_ids} "
                              f"(not live: {unknown})")
@@ -132,9 +132,10 @@ class PagedKVCache:
                              f"sequences {self.rows}")
         for seq, first, last in zip(self.rows, positions[:, 0].tolist(),
                                     positions[:, -1].tolist(), strict=True):
-            if first != self._computed[seq]:
-                raise ValueError(f"sequence {seq} has computed {self._computed[seq]} tokens: its "
-                                 f"next position is {self._computed[seq]}, got {first}")
+            computed = self.manager.num_computed_tokens(seq)
+            if first != computed:
+                raise ValueError(f"sequence {seq} has computed {computed} tokens: its "
+                                 f"next position is {computed}, got {first}")
             if last >= self._slots[seq]:
                 raise ValueError(f"sequence {seq} has slots for {self._slots[seq]} tokens, got "
                                  f"position {last}: call append_slot first")
@@ -179,9 +180,10 @@ class PagedKVCache:
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-cache-commit-interface>>[init]
     def commit(self, positions: torch.Tensor) -> None:
-        """Every layer has stored these positions: each selected sequence has computed them."""
+        """Every layer has stored these positions: each selected sequence has computed them
+        (`manager.mark_computed`, which also makes its newly computed full blocks prefix hits)."""
     # ~/~ end
         for seq, last in zip(self.rows, positions[:, -1].tolist(), strict=True):
-            self._computed[seq] = last + 1
+            self.manager.mark_computed(seq, last + 1)  # names the blocks now filled with K/V
     # ~/~ end
 # ~/~ end

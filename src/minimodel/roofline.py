@@ -6,6 +6,7 @@ docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-att
 MLA counts from docs/theory/04-gqa-mqa-mla.md); edit the pages, not this file.
 """
 
+import math
 import platform
 import statistics
 import time
@@ -42,16 +43,17 @@ class Ceilings:
     measured: bool = False  # measured on a device rather than read off a datasheet
 
     def __post_init__(self):
-        if not (self.peak_flops > 0 and self.bandwidth > 0):
-            raise ValueError(
-                f"ceilings must be positive, got peak_flops={self.peak_flops}, "
-                f"bandwidth={self.bandwidth}"
-            )
+        for field in ("peak_flops", "bandwidth"):  # an infinite roof is no roof
+            if not _is_finite_positive(getattr(self, field)):
+                raise ValueError(f"ceilings must be positive and finite: {field} must be a "
+                                 f"number in (0, inf), got {getattr(self, field)!r}")
         for field, value in (("exp_rate", self.exp_rate), ("clock_hz", self.clock_hz)):
-            if value is not None and not value > 0:
-                raise ValueError(f"{field} must be positive or None, got {value}")
-        if self.sm_count is not None:
-            _check_positive(sm_count=self.sm_count)
+            if value is not None and not _is_finite_positive(value):
+                raise ValueError(f"{field} must be positive or None, got {value!r} "
+                                 "(a finite number > 0)")
+        for field in ("sm_count", "l2_bytes", "smem_per_sm_bytes"):
+            if getattr(self, field) is not None:
+                _check_positive(**{field: getattr(self, field)})
 
     @property
     def ridge(self) -> float:
@@ -149,12 +151,15 @@ def visible_pairs(nq: int, nk: int, *, causal: bool = False, window: int | None 
     _check_positive(nq=nq, nk=nk)
     if not causal:
         return nq * nk
-    total = 0
-    for i in range(nq):
-        pos = i + nk - nq  # query i stands at key position pos_i
-        lo = 0 if window is None else max(0, pos - window + 1)
-        total += max(0, min(pos, nk - 1) - lo + 1)
-    return total
+    # Query i stands at key position pos_i = i + nk - nq <= nk - 1 and sees min(pos_i + 1, W)
+    # keys (none when pos_i < 0). Over pos = a ... nk - 1, with a = max(0, nk - nq), that is
+    # S(nk) - S(a), S(n) = sum_{t=1}^{n} min(t, W): a closed form, O(1) for any size.
+    def s(n: int) -> int:
+        if window is None or n <= window:
+            return n * (n + 1) // 2
+        return window * (window + 1) // 2 + (n - window) * window
+
+    return s(nk) - s(max(0, nk - nq))
 
 
 def attention_flops(
@@ -185,10 +190,16 @@ def attention_min_bytes(
 
 
 def arithmetic_intensity(flops: float, nbytes: float) -> float:
-    """I = F / bytes moved, in FLOP per byte."""
-    if not (flops >= 0 and nbytes > 0):
-        raise ValueError(f"need flops >= 0 and nbytes > 0, got flops={flops}, nbytes={nbytes}")
+    """I = F / bytes moved, in FLOP per byte: finite flops >= 0 over finite nbytes > 0."""
+    if not ((flops == 0 or _is_finite_positive(flops)) and _is_finite_positive(nbytes)):
+        raise ValueError(f"need finite flops >= 0 and nbytes > 0, got flops={flops!r}, "
+                         f"nbytes={nbytes!r}")
     return flops / nbytes
+
+
+def _is_finite_positive(value: object) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, int | float)
+            and math.isfinite(value) and value > 0)
 
 
 def _check_positive(**values: int) -> None:
@@ -446,6 +457,13 @@ def plot_roofline(
         raise ValueError("plot_roofline needs at least one Ceilings")
     if head_dim is not None:
         _check_positive(head_dim=head_dim)
+    for p in points:  # a log axis: an intensity of 0 (or a rate of 0) has no place on it
+        if not _is_finite_positive(p.intensity):
+            raise ValueError(f"point {p.label!r}: intensity must be a finite number > 0 on the "
+                             f"log axis, got {p.intensity!r}")
+        if p.flops_per_s is not None and not _is_finite_positive(p.flops_per_s):
+            raise ValueError(f"point {p.label!r}: flops_per_s must be None or a finite number "
+                             f"> 0, got {p.flops_per_s!r}")
     plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: regenerated figures diff cleanly
     intensities = [p.intensity for p in points] + [c.ridge for c in ceilings]
     lo, hi = min(intensities) / 4, max(intensities) * 4
