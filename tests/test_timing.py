@@ -26,11 +26,13 @@ def test_the_timers_refuse_bad_arguments():
 
 
 @pytest.mark.gpu
-def test_a_copy_and_one_launch_time_as_expected():
-    src = torch.empty(2**30, dtype=torch.uint8, device="cuda").random_()
+def test_a_streaming_kernel_and_one_launch_time_as_expected():
+    # a kernel, not copy_: a graph runs a captured device-to-device copy on the copy engine,
+    # which is slower than the SMs (measured on the H200: 0.78 ms a GiB against 0.50 eager)
+    src = torch.randn(2**29, dtype=torch.float16, device="cuda")
     dst = torch.empty_like(src)
-    timing = time_call(lambda: dst.copy_(src))
-    rate = 2 * src.numel() / (timing.gpu_ms * 1e-3)  # bytes read + written per second
+    timing = time_call(lambda: torch.neg(src, out=dst))
+    rate = 2 * src.nbytes / (timing.gpu_ms * 1e-3)  # bytes read + written per second
     assert 0.5e12 < rate < 6e12, rate
     assert 0 < timing.host_us < 1000, timing
     assert timing.eager_us >= 0.9 * max(timing.host_us, timing.gpu_ms * 1e3), timing
