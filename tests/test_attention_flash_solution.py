@@ -114,13 +114,16 @@ def test_gpus_without_tma_are_refused(monkeypatch):
 
 
 # Tile configurations other than the interpreter's default (32 x 16): each run boundary falls
-# elsewhere, so each exposes other off-by-one errors in the tile bounds.
-OTHER_TILES = [(16, 16), (16, 32), (64, 32)]
+# elsewhere, so each exposes other off-by-one errors in the tile bounds. The longest sweeps
+# (the most offsets, the smallest query tiles) are in the slow set.
+SLOW = pytest.mark.slow
+OTHER_TILES = [(16, 16), pytest.param(16, 32, marks=SLOW), (64, 32)]
 
 
 @pytest.mark.skipif(not attention_flash.INTERPRET, reason="the GPU autotunes its own configs")
 @pytest.mark.parametrize(("block_m", "block_n"), OTHER_TILES)
-@pytest.mark.parametrize("mask", [{"causal": True}, {"causal": True, "window": 40}])
+@pytest.mark.parametrize("mask", [{"causal": True},
+                                  pytest.param({"causal": True, "window": 40}, marks=SLOW)])
 def test_other_tiles_across_a_whole_tile_of_offsets(monkeypatch, block_m, block_n, mask):
     config = triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n},
                            pre_hook=attention_flash._set_block_shapes)
