@@ -131,14 +131,20 @@ def test_the_kernels_write_only_their_own_rows(num_splits, window):
 @pytest.mark.parametrize("offsets", [(0, 4, 30), (-3, 4, 9), (0, 6, 4)])
 def test_the_prefill_fast_path_writes_nothing_outside_o(offsets):
     # Offsets outside q on the fast path: the output as a view into a NaN buffer; a row written
-    # outside it (a sequence not refused) shows as a non-NaN value in the fence.
+    # outside it (a sequence not refused) shows as a non-NaN value in the fence. q sits inside a
+    # buffer of finite rows, so a sequence not refused reads defined memory and writes finite
+    # rows into the fence (a bare q would be read past its end: undefined, even a crash). This
+    # is the test that kills the mutant `paged-prefill-rows-not-refused` (scripts/mutants.json
+    # runs it first: the lab's test of the same offsets writes past a bare o and aborts).
     cache = make_cache([20, 40], 2, 32, 16)
     nan = float("nan")
     o_buf = torch.full((60, 4, 32), nan, device=DEVICE)
     lse_buf = torch.full((60, 4), nan, device=DEVICE)
     out = (o_buf[20:29], lse_buf[20:29])
+    q_buf = torch.full((60, 4, 32), 0.5, device=DEVICE)
+    q_buf[20:29] = make_q(9, 4, 32)
     flags = torch.zeros(2, dtype=torch.int32, device=DEVICE)
-    pa._prefill(make_q(9, 4, 32), *cache[2:], torch.tensor(offsets, dtype=torch.int32,
+    pa._prefill(q_buf[20:29], *cache[2:], torch.tensor(offsets, dtype=torch.int32,
                 device=DEVICE), block_size=16, n_kv_heads=2, max_query_len=5, causal=True,
                 window=None, tau=32**-0.5, error_flags=flags, out=out)
     assert (flags != 0).any()
