@@ -11,10 +11,8 @@ outputs).
 
 from figlib import emit, h200_measured, markdown_table, roofline_svg
 
+from minimodel.ceilings import HARDWARE, Ceilings
 from minimodel.roofline import (
-    HARDWARE,
-    Ceilings,
-    RooflinePoint,
     attention_flops,
     attention_min_bytes,
     kv_cache_bytes,
@@ -22,6 +20,7 @@ from minimodel.roofline import (
     mla_decode_bytes,
     mla_decode_flops,
 )
+from minimodel.roofline_plot import RooflinePoint
 
 BATCH, CONTEXT = 64, 4096
 

@@ -18,16 +18,15 @@ from collections import defaultdict
 from figlib import ROOT, emit, h200_exp_rate, h200_measured, markdown_table, roofline_svg
 
 from minimodel.attention_flash import FLASH_CONFIGS, SMEM_BUDGET, smem_bytes
+from minimodel.ceilings import HARDWARE, Ceilings
 from minimodel.roofline import (
-    HARDWARE,
-    Ceilings,
-    RooflinePoint,
     arithmetic_intensity,
     attention_flops,
     attention_min_bytes,
     flash_attention_bytes,
     naive_attention_bytes,
 )
+from minimodel.roofline_plot import RooflinePoint
 
 SWEEP = ROOT / "data" / "flash-config-sweep-h200.json"
 BENCH = ROOT / "data" / "bench-attention-h200.json"

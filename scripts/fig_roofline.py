@@ -16,18 +16,15 @@ from figlib import (
     roofline_svg,
 )
 
+from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, Ceilings, exp_roof
 from minimodel.roofline import (
-    HARDWARE,
-    MUFU_EXP2_PER_CLOCK,
-    Ceilings,
-    RooflinePoint,
     arithmetic_intensity,
     attention_flops,
     attention_min_bytes,
     decoder_layer_costs,
-    exp_roof,
     naive_attention_bytes,
 )
+from minimodel.roofline_plot import RooflinePoint
 
 B, H, D = 1, 16, 64  # the synthetic shape of the N=64 / N=2048 anchors
 

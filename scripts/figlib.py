@@ -5,8 +5,8 @@ committed data under data/, then either writes them or, with --check, fails if a
 differs from what it would write. CI runs every script with --check.
 
 Every roofline figure goes through `roofline_svg`: one colour per kind of roof (datasheet blue,
-measured orange, set in minimodel.roofline.plot_roofline), labels placed apart by plot_roofline,
-and a hard failure, in writing and in --check alike, if two labels still overlap.
+measured orange, set in minimodel.roofline_plot.plot_roofline), labels placed apart by
+plot_roofline, and a hard failure, in writing and in --check alike, if two labels still overlap.
 """
 
 import argparse
@@ -16,15 +16,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from minimodel.roofline import (
-    HARDWARE,
-    MUFU_EXP2_PER_CLOCK,
-    Ceilings,
-    LabelBox,
-    RooflinePoint,
-    mufu_rate,
-    plot_roofline,
-)
+from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, Ceilings, mufu_rate
+from minimodel.roofline_plot import LabelBox, RooflinePoint, plot_roofline
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -55,7 +48,7 @@ H200_MAX_SM_CLOCK_HZ = 1.98e9
 
 def h200_exp_rate() -> tuple[float, str]:
     """(exp2 per second, where it comes from): measured if data/mufu-h200.json exists, else
-    derived: the SM count of minimodel.roofline.HARDWARE["H200"] x 16 x the maximum SM clock."""
+    derived: the SM count of minimodel.ceilings.HARDWARE["H200"] x 16 x the maximum SM clock."""
     if MUFU.exists():
         data = json.loads(MUFU.read_text())
         return data["mufu"]["exp2_per_s"], (

@@ -163,8 +163,7 @@ def minigpt_qkv(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
 def build(case: Case, scale_down: bool = False):
     """Inputs and a zero-argument call for `case`. scale_down (the CPU smoke run) shrinks N and B
     so that the interpreter gets through every case quickly."""
-    from minimodel.reference import visible_mask
-    from minimodel.roofline import naive_attention
+    from minimodel.reference import naive_attention, visible_mask
 
     dev, dtype = _device(), torch.float16
     b, n = case.b, case.nk

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import triton
 
-from minimodel.roofline import measure_ceilings
+from minimodel.ceilings import measure_ceilings
 
 ROOT = Path(__file__).resolve().parents[1]
 

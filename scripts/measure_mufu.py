@@ -6,7 +6,7 @@ the loop (one load and one store per value, at the ends), no tensor cores, a neg
 instruction absorbs. The map takes [0, 1] into [0.5, 1], so the values stay normal and bounded.
 Each run is timed with triton.testing.do_bench (median); the rate is the fastest configuration's
 exp2 count over its median time. Theory 00's exponential roof uses it
-(minimodel.roofline.exp_roof; scripts/figlib.py reads the file).
+(minimodel.ceilings.exp_roof; scripts/figlib.py reads the file).
 
     python scripts/measure_mufu.py                  # on a GPU: writes data/mufu-h200.json
     python scripts/measure_mufu.py --out x.json     # somewhere else

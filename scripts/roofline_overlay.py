@@ -283,7 +283,7 @@ def figure(pts: list[dict], anchor: int) -> bytes:
     from figlib import h200_measured, overlapping_labels, render_svg
     from matplotlib.lines import Line2D
 
-    from minimodel.roofline import ROOF_COLORS
+    from minimodel.roofline_plot import ROOF_COLORS
 
     roof = h200_measured()
     d = 64

@@ -4,9 +4,9 @@
 import pytest
 import torch
 
+from minimodel.ceilings import HARDWARE
 from minimodel.minigpt import KVCache, MiniGPTConfig
 from minimodel.roofline import (
-    HARDWARE,
     arithmetic_intensity,
     attention_flops,
     attention_min_bytes,

@@ -20,13 +20,12 @@ from triton.runtime import interpreter
 
 from minimodel.attention import attention, paged_decode
 from minimodel.attention_flash import flash_attention
-from minimodel.reference import visible_mask
+from minimodel.reference import naive_attention, visible_mask
 from minimodel.roofline import (
     attention_min_bytes,
     decode_bytes,
     flash_attention_bytes,
     flash_forward_bytes,
-    naive_attention,
     naive_attention_bytes,
     naive_attention_bytes_per_kernel,
     paged_decode_bytes,

@@ -3,8 +3,9 @@
 
 Skeleton tangled from docs/lab/01-flash-bytes.md (`make exercise LAB=01` copies it to
 mywork/roofline.py); check it with `make check-mine LAB=01`. Every other name of
-minimodel.roofline (attention_min_bytes, flash_attention_bytes, _check_positive,
-naive_attention, ...) is the solution's: call them freely.
+minimodel.roofline (attention_min_bytes, flash_attention_bytes, _check_positive, ...) is the
+solution's: call them freely. naive_attention, which the first function counts, is
+minimodel.reference's.
 """
 
 from minimodel.reference import check_mask_args  # noqa: F401

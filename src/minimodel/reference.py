@@ -1,7 +1,9 @@
 # ~/~ begin <<docs/foundations.md#src/minimodel/reference.py>>[init]
-"""The reference attention: the specification every kernel in minimodel is tested against.
+"""The reference attention: the specification every kernel in minimodel is tested against,
+and beside it the naive three-kernel implementation that Lab 01 counts and measures.
 
-Tangled from docs/foundations.md; edit the page, not this file.
+Tangled from docs/foundations.md (naive_attention from docs/lab/01-flash-bytes.md); edit the
+pages, not this file.
 """
 
 import math
@@ -12,6 +14,7 @@ __all__ = [
     "attention_ref",
     "check_attention_inputs",
     "check_mask_args",
+    "naive_attention",
     "resolve_scale",
     "visible_mask",
 ]
@@ -145,5 +148,38 @@ def attention_ref(
     p = torch.where(empty, 0.0, torch.exp(s - lse[..., None]))  # only empty rows are zeroed:
     out = p @ vf  # a NaN or an overflow anywhere else still shows in the output
     return (out, lse) if return_lse else out
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/01-flash-bytes.md#reference-naive-attention>>[init]
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, hidden: torch.Tensor | None = None,
+    scale: float | None = None,
+) -> torch.Tensor:
+    """Attention as three kernels that write S and P to device memory (four with a mask): the
+    implementation naive_attention_bytes_per_kernel counts, and Lab 01 measures.
+
+    q: (B, Hq, Nq, d), k, v: (B, Hkv, Nk, d), contiguous. hidden: (Nq, Nk) bool, True where a
+    query does NOT see a key (`~visible_mask(...)`), made once by the caller as a model keeps
+    its causal mask. A row with no visible key gives NaN here (eager PyTorch's softmax), not the
+    reference's zeros.
+    """
+    b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
+    tau = resolve_scale(scale, d)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}")
+    if hidden is not None and (hidden.shape != (nq, nk) or hidden.dtype != torch.bool
+                               or hidden.device != q.device):
+        raise ValueError(f"hidden must be a bool ({nq}, {nk}) tensor on {q.device}, got "
+                         f"{hidden.dtype} {tuple(hidden.shape)} on {hidden.device}")
+    g = hq // hkv
+    q3 = q.view(b * hkv, g * nq, d)  # the g query heads of a kv head, stacked: a view
+    k3, v3 = k.view(b * hkv, nk, d), v.view(b * hkv, nk, d)
+    s = torch.baddbmm(q.new_empty(()), q3, k3.mT, beta=0.0, alpha=tau)  # S = tau Q K^T
+    if hidden is not None:  # in place: one kernel that reads S and the mask and writes S
+        s.view(b * hkv, g, nq, nk).masked_fill_(hidden, float("-inf"))
+    p = torch.softmax(s, dim=-1)
+    return torch.bmm(p, v3).view(b, hq, nq, d)  # O = P V
 # ~/~ end
 # ~/~ end

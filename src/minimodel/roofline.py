@@ -1,148 +1,25 @@
 # ~/~ begin <<docs/theory/00-motivation.md#src/minimodel/roofline.py>>[init]
-"""The roofline model: hardware ceilings, FLOP and byte counts for attention, and the plot.
+"""FLOP and byte counts of attention: the roofline's horizontal axis, I = F / bytes.
 
 Every FLOP and byte figure in minimodel comes from this module. Tangled from
 docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-attention.md, the
-MLA counts from docs/theory/04-gqa-mqa-mla.md); edit the pages, not this file.
+MLA counts from docs/theory/04-gqa-mqa-mla.md, the per-kernel counts from
+docs/lab/01-flash-bytes.md); edit the pages, not this file. The roofs are in
+minimodel.ceilings, the figure in minimodel.roofline_plot.
 """
 
 import math
-import platform
-import statistics
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-
-import torch
 
 from minimodel.reference import check_mask_args
 
 __all__ = [
-    "HARDWARE", "MUFU_EXP2_PER_CLOCK", "Ceilings", "LayerCosts", "RooflinePoint",
-    "arithmetic_intensity", "attention_flops", "attention_min_bytes", "decoder_layer_costs",
-    "exp_roof", "flash_attention_bytes", "kv_cache_bytes", "measure_ceilings",
-    "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops", "mufu_rate",
-    "naive_attention_bytes", "plot_roofline", "visible_pairs",
+    "LayerCosts", "arithmetic_intensity", "attention_flops", "attention_min_bytes",
+    "decode_bytes", "decoder_layer_costs", "flash_attention_bytes", "flash_forward_bytes",
+    "kv_cache_bytes", "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops",
+    "naive_attention_bytes", "naive_attention_bytes_per_kernel", "paged_decode_bytes",
+    "visible_pairs",
 ]
-
-# ~/~ begin <<docs/theory/00-motivation.md#roofline-ceilings>>[init]
-@dataclass(frozen=True)
-class Ceilings:
-    """The roofs of one device, plus the on-chip sizes that tile choices depend on."""
-
-    name: str
-    peak_flops: float  # pi, FLOP/s (dense fp16/bf16 matrix rate, or a measured matmul)
-    bandwidth: float  # beta, bytes/s of device memory (HBM, or DRAM on a CPU)
-    l2_bytes: int | None = None
-    smem_per_sm_bytes: int | None = None
-    source: str = ""
-    exp_rate: float | None = None  # R_exp, exp2 per second of the special-function units
-    sm_count: int | None = None
-    clock_hz: float | None = None  # the SM clock that exp_rate assumes
-    measured: bool = False  # measured on a device rather than read off a datasheet
-
-    def __post_init__(self):
-        for field in ("peak_flops", "bandwidth"):  # an infinite roof is no roof
-            if not _is_finite_positive(getattr(self, field)):
-                raise ValueError(f"ceilings must be positive and finite: {field} must be a "
-                                 f"number in (0, inf), got {getattr(self, field)!r}")
-        for field, value in (("exp_rate", self.exp_rate), ("clock_hz", self.clock_hz)):
-            if value is not None and not _is_finite_positive(value):
-                raise ValueError(f"{field} must be positive or None, got {value!r} "
-                                 "(a finite number > 0)")
-        for field in ("sm_count", "l2_bytes", "smem_per_sm_bytes"):
-            if getattr(self, field) is not None:
-                _check_positive(**{field: getattr(self, field)})
-
-    @property
-    def ridge(self) -> float:
-        """I* = pi / beta: the intensity (FLOP/byte) where the two roofs meet."""
-        return self.peak_flops / self.bandwidth
-
-    def attention_roof(self, head_dim: int, *, overlapped: bool = False) -> float:
-        """The compute roof of attention at head dim d: pi lowered by the exponentials."""
-        if self.exp_rate is None:
-            raise ValueError(f"{self.name!r} has no exponential rate (exp_rate=None)")
-        return exp_roof(head_dim, self.peak_flops, self.exp_rate, overlapped=overlapped)
-
-    def attainable(
-        self, intensity: float, *, head_dim: int | None = None, overlapped: bool = False
-    ) -> float:
-        """min(pi, I * beta): the best rate a kernel of intensity I can reach. With head_dim,
-        attention's exponential roof replaces pi."""
-        if not intensity > 0:
-            raise ValueError(f"intensity must be positive, got {intensity}")
-        roof = (self.peak_flops if head_dim is None
-                else self.attention_roof(head_dim, overlapped=overlapped))
-        return min(roof, intensity * self.bandwidth)
-# ~/~ end
-
-
-# ~/~ begin <<docs/theory/00-motivation.md#roofline-measure>>[init]
-def _median_seconds(fn: Callable[[], object], device: torch.device, reps: int) -> float:
-    """Median wall time of fn() over reps runs, after two warm-up runs."""
-    for _ in range(2):
-        fn()
-    times = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            torch.cuda.synchronize(device)
-            times.append(start.elapsed_time(end) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def measure_ceilings(
-    device: str | torch.device | None = None,
-    *,
-    dtype: torch.dtype | None = None,
-    matmul_n: int | None = None,
-    copy_bytes: int | None = None,
-    reps: int = 10,
-) -> Ceilings:
-    """Measure (peak matmul FLOP/s, copy bytes/s) of `device` (default: CUDA if present).
-
-    Defaults: on a GPU an 8192^3 fp16 matmul and a 2 GiB copy; on a CPU a 1024^3 float32
-    matmul and a 256 MiB copy.
-    """
-    device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    gpu = device.type == "cuda"
-    dtype = dtype if dtype is not None else (torch.float16 if gpu else torch.float32)
-    n = matmul_n if matmul_n is not None else (8192 if gpu else 1024)
-    copy_bytes = copy_bytes if copy_bytes is not None else (2 * 2**30 if gpu else 256 * 2**20)
-    if n < 1 or copy_bytes < 1024 or reps < 1:
-        raise ValueError(
-            f"need matmul_n >= 1, copy_bytes >= 1024, reps >= 1; got {n}, {copy_bytes}, {reps}"
-        )
-
-    a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))  # never zeros
-    matmul_s = _median_seconds(lambda: a @ b, device, reps)
-    src = torch.randn(copy_bytes // 4, device=device)
-    dst = torch.empty_like(src)
-    copy_s = _median_seconds(lambda: dst.copy_(src), device, reps)
-
-    name = torch.cuda.get_device_name(device) if gpu else f"CPU ({platform.machine()})"
-    props = torch.cuda.get_device_properties(device) if gpu else None
-    return Ceilings(
-        f"{name} (measured)",
-        peak_flops=2 * n**3 / matmul_s,
-        bandwidth=2 * src.nbytes / copy_s,  # read + write
-        l2_bytes=getattr(props, "L2_cache_size", None),
-        smem_per_sm_bytes=getattr(props, "shared_memory_per_multiprocessor", None),
-        sm_count=getattr(props, "multi_processor_count", None),
-        source=f"measure_ceilings: {n}^3 {dtype} matmul, {src.nbytes} B copy, median of {reps}",
-        measured=True,
-    )
-# ~/~ end
-
 
 # ~/~ begin <<docs/theory/00-motivation.md#roofline-flops>>[init]
 def visible_pairs(nq: int, nk: int, *, causal: bool = False, window: int | None = None) -> int:
@@ -212,78 +89,6 @@ def _check_nonnegative(**values: int) -> None:
     for name, value in values.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be a non-negative int, got {value!r}")
-# ~/~ end
-
-
-# ~/~ begin <<docs/theory/00-motivation.md#roofline-exp>>[init]
-MUFU_EXP2_PER_CLOCK = 16  # exp2 per clock per SM, compute capability 8.0 and 9.0
-
-
-def mufu_rate(sm_count: int, clock_hz: float, per_clock: int = MUFU_EXP2_PER_CLOCK) -> float:
-    """R_exp = SMs x exp2 per clock per SM x clock: the special-function units' exp2 per second."""
-    _check_positive(sm_count=sm_count, per_clock=per_clock)
-    if not clock_hz > 0:
-        raise ValueError(f"clock_hz must be positive, got {clock_hz}")
-    return sm_count * per_clock * clock_hz
-
-
-def exp_roof(
-    head_dim: int, peak_flops: float, exp_rate: float, *, overlapped: bool = False
-) -> float:
-    """Attention's compute roof when each visible score costs 4d matmul FLOPs and one exp2.
-
-    Not overlapped (exponentials and matrix products take turns): 4d / (4d / pi + 1 / R_exp).
-    Overlapped perfectly: min(pi, 4d * R_exp), the slower of the two units.
-    """
-    _check_positive(head_dim=head_dim)
-    if not (peak_flops > 0 and exp_rate > 0):
-        raise ValueError(
-            f"need peak_flops > 0 and exp_rate > 0, got peak_flops={peak_flops}, "
-            f"exp_rate={exp_rate}"
-        )
-    flops_per_exp = 4 * head_dim
-    if overlapped:
-        return min(peak_flops, flops_per_exp * exp_rate)
-    return flops_per_exp / (flops_per_exp / peak_flops + 1 / exp_rate)
-# ~/~ end
-
-
-# ~/~ begin <<docs/theory/00-motivation.md#roofline-hardware>>[init]
-KiB, MiB = 2**10, 2**20
-
-# The datasheets' dense tensor rates are SMs x tensor FLOPs per clock per SM (4096 on Hopper, 2048
-# on Ampere) x the boost clock they assume (H100 whitepaper, table 3); the exponential rates use
-# the same clock, so each entry's two compute roofs belong to one operating point.
-HARDWARE: dict[str, Ceilings] = {
-    "H200": Ceilings(
-        "H200 SXM", peak_flops=989.4e12, bandwidth=4.8e12, l2_bytes=60 * MiB,
-        smem_per_sm_bytes=228 * KiB, sm_count=132, clock_hz=1.83e9,
-        exp_rate=mufu_rate(132, 1.83e9),
-        source="NVIDIA H200 datasheet (dense FP16/BF16 tensor core, HBM3e); L2 and SM count as "
-        "reported by torch.cuda.get_device_properties on our H200; shared memory per SM from "
-        "the CUDA C++ programming guide, compute capability 9.0 (227 KiB usable by one block); "
-        "exp2 rate = SMs x 16 per clock (programming guide, arithmetic instructions) x 1.83 GHz, "
-        "the clock of the tensor rate (132 x 4096 FLOP x 1.83 GHz = 989.4 TFLOP/s)",
-    ),
-    "H100": Ceilings(
-        "H100 SXM", peak_flops=989.4e12, bandwidth=3.35e12, l2_bytes=50 * MiB,
-        smem_per_sm_bytes=228 * KiB, sm_count=132, clock_hz=1.83e9,
-        exp_rate=mufu_rate(132, 1.83e9),
-        source="NVIDIA H100 datasheet (SXM5, dense FP16/BF16 tensor core, HBM3); L2, SM count "
-        "and tensor-core clock from the Hopper architecture whitepaper; shared memory per SM "
-        "from the CUDA C++ programming guide, compute capability 9.0; exp2 rate = SMs x 16 per "
-        "clock x 1.83 GHz",
-    ),
-    "A100": Ceilings(
-        "A100 SXM 80GB", peak_flops=312e12, bandwidth=2.039e12, l2_bytes=40 * MiB,
-        smem_per_sm_bytes=164 * KiB, sm_count=108, clock_hz=1.41e9,
-        exp_rate=mufu_rate(108, 1.41e9),
-        source="NVIDIA A100 datasheet (SXM 80GB, dense FP16/BF16 tensor core, HBM2e); L2, SM "
-        "count and boost clock from the Ampere architecture whitepaper; shared memory per SM "
-        "from the CUDA C++ programming guide, compute capability 8.0 (163 KiB usable by one "
-        "block); exp2 rate = SMs x 16 per clock x 1.41 GHz",
-    ),
-}
 # ~/~ end
 
 
@@ -415,184 +220,7 @@ def mla_decode_bytes(
 # ~/~ end
 
 
-# ~/~ begin <<docs/theory/00-motivation.md#roofline-plot>>[init]
-@dataclass(frozen=True)
-class RooflinePoint:
-    """A kernel on the roofline: its intensity and, if measured, its achieved FLOP/s."""
-
-    label: str
-    intensity: float
-    flops_per_s: float | None = None  # None: drawn at the attainable rate (a prediction)
-
-
-# One colour per kind of roof in every figure: datasheet roofs blue, measured roofs orange (a
-# second roof of the same kind takes the next colour of its tuple); points red.
-ROOF_COLORS = {False: ("C0", "C4", "C8"), True: ("C1", "C5", "C9")}
-POINT_COLOR = "C3"
-LabelBox = tuple[str, tuple[float, float, float, float]]  # a label and its (x0, y0, x1, y1) px
-
-
-def plot_roofline(
-    ceilings: Sequence[Ceilings],
-    points: Sequence[RooflinePoint],
-    path: str | Path,
-    *,
-    title: str | None = None,
-    head_dim: int | None = None,
-) -> list[LabelBox]:
-    """Draw one roof per entry of `ceilings` and the labelled points; save to `path` (.svg/.png).
-
-    Datasheet roofs are blue and measured ones (Ceilings.measured) orange. With head_dim, every
-    ceiling that has an exp_rate also gets its exponential roof, dashed: the cap of a kernel
-    that does not overlap its exponentials with its matrix products. Predicted points (no
-    measured rate) sit hollow on the first ceiling's min(pi, I beta); measured ones are filled.
-    Returns the label boxes in pixels (see _place_labels), so that a caller can check them.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if not ceilings:
-        raise ValueError("plot_roofline needs at least one Ceilings")
-    if head_dim is not None:
-        _check_positive(head_dim=head_dim)
-    for p in points:  # a log axis: an intensity of 0 (or a rate of 0) has no place on it
-        if not _is_finite_positive(p.intensity):
-            raise ValueError(f"point {p.label!r}: intensity must be a finite number > 0 on the "
-                             f"log axis, got {p.intensity!r}")
-        if p.flops_per_s is not None and not _is_finite_positive(p.flops_per_s):
-            raise ValueError(f"point {p.label!r}: flops_per_s must be None or a finite number "
-                             f"> 0, got {p.flops_per_s!r}")
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: regenerated figures diff cleanly
-    intensities = [p.intensity for p in points] + [c.ridge for c in ceilings]
-    lo, hi = min(intensities) / 4, max(intensities) * 4
-    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    fig, ax = plt.subplots(figsize=(7, 5))
-    drawn = {False: 0, True: 0}
-    for c in ceilings:
-        palette = ROOF_COLORS[c.measured]
-        color = palette[drawn[c.measured] % len(palette)]
-        drawn[c.measured] += 1
-        ax.plot(xs, [c.attainable(x) / 1e12 for x in xs], color=color, label=c.name)
-        if head_dim is not None and c.exp_rate is not None:
-            roof = c.attention_roof(head_dim)
-            flat = [x for x in xs if x * c.bandwidth >= roof]
-            ax.plot(flat, [roof / 1e12] * len(flat), "--", color=color, lw=1.2,
-                    label=f"{c.name}: exp2 not overlapped, d={head_dim}")
-    anchors = []
-    for p in points:
-        rate = p.flops_per_s if p.flops_per_s is not None else ceilings[0].attainable(p.intensity)
-        face = POINT_COLOR if p.flops_per_s is not None else "none"
-        ax.plot(p.intensity, rate / 1e12, "o", markerfacecolor=face, markeredgecolor=POINT_COLOR)
-        anchors.append((p.intensity, rate / 1e12))
-    bottom = min([y for _, y in anchors] + [lo * c.bandwidth / 1e12 for c in ceilings]) / 3
-    top = max(c.peak_flops for c in ceilings) / 1e12 * 1.8
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(bottom, top),
-           xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title or "")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
-              frameon=False)  # below the axes, where it hides no roof and no point
-    fig.tight_layout()  # before the labels: it moves the axes, and the labels are placed in pixels
-    boxes = _place_labels(ax, anchors, [p.label for p in points])
-    fig.savefig(path, metadata={"Date": None} if str(path).endswith(".svg") else None)
-    plt.close(fig)
-    return boxes
-
-
-# Candidate label offsets in points, nearest first: a ring around the marker, then rings further
-# out (ring > 0), which get a leader line back to their point.
-_LABEL_OFFSETS = [(0, (7, 0)), (0, (6, 6)), (0, (6, -6)), (0, (-7, 0)), (0, (-6, 6)),
-                  (0, (-6, -6)), (0, (0, 9)), (0, (0, -9))] + [
-    (ring, (r * dx, r * dy)) for ring, r in enumerate((18, 30, 44, 60), start=1)
-    for dx, dy in ((1, 0), (0.7, 0.7), (0.7, -0.7), (-1, 0), (-0.7, 0.7), (-0.7, -0.7), (0, 1),
-                   (0, -1))]
-
-
-def _boxes_overlap(a, b, pad: float = 0.5) -> bool:
-    return a.x0 < b.x1 - pad and b.x0 < a.x1 - pad and a.y0 < b.y1 - pad and b.y0 < a.y1 - pad
-
-
-def _place_labels(ax, anchors: list[tuple[float, float]], labels: list[str]) -> list[LabelBox]:
-    """Label each point where its text stays inside the axes and overlaps no other label, no
-    marker and not the legend; among such places prefer near ones that cross no drawn line."""
-    from matplotlib.transforms import Bbox
-
-    renderer = ax.figure.canvas.get_renderer()
-    frame = ax.get_window_extent(renderer)
-    legend = ax.get_legend()
-    blocked = [legend.get_window_extent(renderer)] if legend is not None else []
-    blocked += [Bbox.from_bounds(x - 5, y - 5, 10, 10) for x, y in ax.transData.transform(anchors)]
-    curves = [ax.transData.transform(line.get_xydata()) for line in ax.get_lines()
-              if line.get_linestyle() not in ("None", "none", "")]
-    placed: list[tuple[str, Bbox]] = []
-    for (x, y), text in zip(anchors, labels, strict=True):
-        if not text:
-            continue
-        best = None
-        for ring, (dx, dy) in _LABEL_OFFSETS:
-            ann = ax.annotate(
-                text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=8,
-                ha="left" if dx > 0 else "right" if dx < 0 else "center",
-                va="bottom" if dy > 0 else "top" if dy < 0 else "center",
-                arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6, "shrinkB": 4}
-                if ring else None)
-            box = ann.get_window_extent(renderer)
-            inside = (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
-                      and box.y1 <= frame.y1)
-            clashes = sum(_boxes_overlap(box, b) for b in blocked + [b for _, b in placed])
-            crossed = sum(any(box.x0 <= px <= box.x1 and box.y0 <= py <= box.y1
-                              for px, py in curve) for curve in curves)
-            score = (not inside, clashes, crossed + ring)
-            if best is None or score < best[0]:
-                if best is not None:
-                    best[1].remove()
-                best = (score, ann, box)
-            else:
-                ann.remove()
-            if score == (False, 0, 0):
-                break
-        placed.append((text, best[2]))
-    return [(text, (float(b.x0), float(b.y0), float(b.x1), float(b.y1))) for text, b in placed]
-# ~/~ end
-
-
 # ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-lab01>>[init]
-# ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-naive-attention>>[init]
-def naive_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, hidden: torch.Tensor | None = None,
-    scale: float | None = None,
-) -> torch.Tensor:
-    """Attention as three kernels that write S and P to device memory (four with a mask): the
-    implementation naive_attention_bytes_per_kernel counts, and Lab 01 measures.
-
-    q: (B, Hq, Nq, d), k, v: (B, Hkv, Nk, d), contiguous. hidden: (Nq, Nk) bool, True where a
-    query does NOT see a key (`~visible_mask(...)`), made once by the caller as a model keeps
-    its causal mask. A row with no visible key gives NaN here (eager PyTorch's softmax), not the
-    reference's zeros.
-    """
-    from minimodel.reference import check_attention_inputs, resolve_scale
-
-    b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
-    tau = resolve_scale(scale, d)
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}")
-    if hidden is not None and (hidden.shape != (nq, nk) or hidden.dtype != torch.bool
-                               or hidden.device != q.device):
-        raise ValueError(f"hidden must be a bool ({nq}, {nk}) tensor on {q.device}, got "
-                         f"{hidden.dtype} {tuple(hidden.shape)} on {hidden.device}")
-    g = hq // hkv
-    q3 = q.view(b * hkv, g * nq, d)  # the g query heads of a kv head, stacked: a view
-    k3, v3 = k.view(b * hkv, nk, d), v.view(b * hkv, nk, d)
-    s = torch.baddbmm(q.new_empty(()), q3, k3.mT, beta=0.0, alpha=tau)  # S = tau Q K^T
-    if hidden is not None:  # in place: one kernel that reads S and the mask and writes S
-        s.view(b * hkv, g, nq, nk).masked_fill_(hidden, float("-inf"))
-    p = torch.softmax(s, dim=-1)
-    return torch.bmm(p, v3).view(b, hq, nq, d)  # O = P V
-# ~/~ end
-
-
 # ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-naive-per-kernel>>[init]
 # ~/~ begin <<docs/lab/01-flash-bytes.md#roofline-naive-per-kernel-interface>>[init]
 def naive_attention_bytes_per_kernel(
@@ -714,9 +342,5 @@ def paged_decode_bytes(
     kernel["read_tiled"] += 4 * b * hkv * entries + 4 * b * hkv * num_splits
     return step
 # ~/~ end
-
-
-__all__ += ["decode_bytes", "flash_forward_bytes", "naive_attention",
-            "naive_attention_bytes_per_kernel", "paged_decode_bytes"]
 # ~/~ end
 # ~/~ end
