@@ -17,10 +17,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.core import environment
+from bench.core import environment, time_ms
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.roofline import attention_flops
@@ -55,7 +54,7 @@ def measure(n: int, causal: bool, d: int = 128, h: int = 16) -> dict:
         diff = (fn().float() - first.float()).abs().max().item()
         if name in VARIANTS and diff != 0.0:
             raise SystemExit(f"{name} differs from the default by {diff} at N={n}")
-        ms = triton.testing.do_bench(fn, return_mode="median")
+        ms = time_ms(fn)
         row[name] = {"ms": ms, "tflops": flops / ms / 1e9}
     return row
 

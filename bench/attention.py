@@ -28,7 +28,6 @@ the kernel under test is worse than none.
 """
 
 import argparse
-import contextlib
 import dataclasses
 import functools
 import json
@@ -41,11 +40,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from bench.core import environment
+from bench.core import environment, time_ms
 from minimodel.attention_flash import flash_attention
 from minimodel.reference import attention_ref, visible_mask
 from minimodel.roofline import attention_flops
@@ -279,8 +277,7 @@ def main() -> None:
             torch.cuda.empty_cache()
         for _ in range(args.rounds):  # then timing, all implementations in turn, each round
             for impl, fn in fns.items():
-                with sdpa_kernel(SDPA[impl]) if impl in SDPA else contextlib.nullcontext():
-                    recs[impl]["ms_runs"].append(triton.testing.do_bench(fn, return_mode="median"))
+                recs[impl]["ms_runs"].append(time_ms(fn, SDPA.get(impl)))
         row = []
         for impl, rec in recs.items():
             if rec["ms_runs"]:

@@ -52,3 +52,18 @@ def write_json(path: Path, record: dict, indent: int = 1) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=indent) + "\n")
     print(f"wrote {path}", flush=True)
+
+
+def time_ms(fn, backend=None, *, graph: bool = False) -> float:
+    """Median milliseconds of fn(), under SDPA `backend` if given: eager, triton.testing.do_bench
+    (its buffer write between runs evicts the L2); or with graph, replayed from a CUDA graph
+    (minimodel.timing.gpu_time_ms: the GPU's time without the host's)."""
+    import contextlib
+
+    import triton.testing
+    from torch.nn.attention import sdpa_kernel
+
+    from minimodel.timing import gpu_time_ms
+
+    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+        return gpu_time_ms(fn) if graph else triton.testing.do_bench(fn, return_mode="median")

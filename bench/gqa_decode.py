@@ -24,10 +24,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.core import environment
+from bench.core import environment, time_ms
 from minimodel.attention_mqa_gqa import grouped_attention
 from minimodel.reference import attention_ref
 from minimodel.roofline import kv_cache_bytes
@@ -60,23 +59,6 @@ def implementations(q, k, v, hkv):
     return out
 
 
-def time_ms(fn, backend) -> float:
-    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
-        return triton.testing.do_bench(fn, return_mode="median")
-
-
-def time_graph_ms(fn, backend) -> float:
-    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
-        fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-    ms = triton.testing.do_bench(graph.replay, return_mode="median")
-    del graph
-    return ms
-
-
 def bench(hkv: int) -> list[dict]:
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(B, HQ, 1, D, device="cuda", generator=gen).half()
@@ -95,7 +77,7 @@ def bench(hkv: int) -> list[dict]:
         for name, (fn, backend, _, _) in impls.items():
             recs[name]["ms_runs"].append(time_ms(fn, backend))
             try:
-                recs[name]["graph_ms_runs"].append(time_graph_ms(fn, backend))
+                recs[name]["graph_ms_runs"].append(time_ms(fn, backend, graph=True))
             except Exception as e:  # noqa: BLE001 - a capture failure is data too
                 recs[name]["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
     for rec in recs.values():

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 import triton
 
-from bench.core import environment
+from bench.core import environment, time_ms
 from minimodel.paged_attention import paged_decode, paged_prefill
 
 DECODE = [  # (B, Hq, Hkv, d, context, block_size)
@@ -44,11 +44,11 @@ def measure(fns: dict) -> list[dict]:
     for path, (fn, capturable) in fns.items():
         fn()
         torch.cuda.synchronize()
-        eager = triton.testing.do_bench(fn, return_mode="median")
+        eager = time_ms(fn)
         graph = None
         if capturable:
             with torch.cuda.stream(torch.cuda.Stream()):
-                graph = triton.testing.do_bench_cudagraph(fn, return_mode="median")
+                graph = time_ms(fn, graph=True)
         rows.append({"path": path, "eager_ms": eager, "graph_ms": graph})
         shown = "-" if graph is None else f"{graph:.4f}"
         print(f"  {path:12s} eager {eager:.4f} ms  graph {shown} ms", flush=True)

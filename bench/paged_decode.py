@@ -22,7 +22,6 @@ the float32 reference (two sequences) before it is timed.
 """
 
 import argparse
-import contextlib
 import dataclasses
 import functools
 import json
@@ -36,7 +35,7 @@ import torch.nn.functional as F
 import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.core import environment
+from bench.core import environment, time_ms
 from minimodel import paged_attention
 from minimodel.attention import attention
 from minimodel.attention_flash import flash_attention
@@ -141,34 +140,15 @@ def reference(q, k, v, lens, case: Decode) -> dict[int, torch.Tensor]:
     return out
 
 
-def time_ms(fn, impl: str) -> float:
-    """Eager: do_bench median of fn(), Python launch overhead included where it shows."""
-    with sdpa_kernel(SDPA[impl]) if impl in SDPA else contextlib.nullcontext():
-        return triton.testing.do_bench(fn, return_mode="median")
-
-
-def time_graph_ms(fn, impl: str) -> float:
-    """fn captured in a CUDA graph (as a server runs its decode steps), then do_bench median of
-    the replays: the GPU's time without the host's launch overhead."""
-    with sdpa_kernel(SDPA[impl]) if impl in SDPA else contextlib.nullcontext():
-        fn()
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            fn()
-    ms = triton.testing.do_bench(graph.replay, return_mode="median")
-    del graph
-    return ms
-
-
 def timed(recs: dict, fns: dict, rounds: int, nbytes: int | None = None,
           flops: int | None = None) -> None:
     """Time every implementation eagerly and from a CUDA graph, in turns, `rounds` times."""
     for _ in range(rounds):
         for impl, fn in fns.items():
-            recs[impl]["ms_runs"].append(time_ms(fn, impl))
+            recs[impl]["ms_runs"].append(time_ms(fn, SDPA.get(impl)))
             try:
-                recs[impl].setdefault("graph_ms_runs", []).append(time_graph_ms(fn, impl))
+                graph_ms = time_ms(fn, SDPA.get(impl), graph=True)
+                recs[impl].setdefault("graph_ms_runs", []).append(graph_ms)
             except Exception as e:  # noqa: BLE001 - a capture failure is data too
                 recs[impl]["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
     for rec in recs.values():

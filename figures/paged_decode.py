@@ -110,24 +110,6 @@ def acceptance(data: dict) -> tuple[str, dict]:
     return markdown_table(header, rows), met
 
 
-def gap_to_cudnn(data: dict) -> str:
-    """Where ours (b=16, graph) stands against cuDNN at every shape both ran."""
-    idx = index(data["decode"])
-    ahead, behind = [], []
-    for k, rec in idx.items():
-        if k[-1] != "paged_bs16":
-            continue
-        cudnn = rate(idx.get((*k[:-1], "sdpa_cudnn")))
-        ours = rate(rec)
-        if cudnn is None:
-            continue
-        (ahead if ours >= cudnn else behind).append(ours / cudnn)
-    return (f"Through the block table with blocks of 16, on CUDA-graph replay, ours reaches "
-            f"{min(behind + ahead):.0%} to {max(behind + ahead):.0%} of cuDNN's contiguous rate "
-            f"over the {len(behind) + len(ahead)} shapes cuDNN ran, and is ahead of it at "
-            f"{len(ahead)} of them.\n")
-
-
 def splits_table(data: dict) -> str:
     rows = []
     for r in data["splits"]:
@@ -206,18 +188,6 @@ def sweep_tables() -> tuple[str, str]:
     prefill += (f"\nLab 02's kernel on the same keys, contiguous, in the same sweep: "
                 f"{lab02:.0f} TFLOP/s.\n")
     return decode, prefill
-
-
-def eager_note(data: dict) -> str:
-    """The same eager call measured in two places of one run: host-bound, so it varies."""
-    main = next(r for r in data["decode"] if (r["group"], r["b"], r["ctx"], r["impl"])
-                == ("b1", 1, 32768, "paged_bs16"))
-    split = next(r for r in data["splits"] if (r["b"], r["ctx"]) == (1, 32768) and r["chosen"])
-    return (f"The same call (B=1, ctx 32,768, blocks of 16, {split['splits']} splits) measured "
-            f"{main['gb_per_s']:,.0f} GB/s eager in the main table and {split['gb_per_s']:,.0f} "
-            f"in the split sweep of the same run, but {main['graph_gb_per_s']:,.0f} and "
-            f"{split['graph_gb_per_s']:,.0f} from a CUDA graph: the eager time there is the "
-            "host's, not the GPU's.\n")
 
 
 PAGE = ROOT / "docs" / "lab" / "03b-paged-kernels.md"
@@ -374,11 +344,9 @@ def outputs() -> dict[str, str | bytes]:
         "generated/paged-decode-acceptance.md": accept,
         "generated/paged-decode-graph.md": decode_table(data, "graph"),
         "generated/paged-decode-eager.md": decode_table(data, "eager"),
-        "generated/paged-decode-cudnn.md": gap_to_cudnn(data),
         "generated/paged-decode-splits.md": splits_table(data),
         "generated/paged-decode-window.md": window,
         "generated/paged-prefill.md": prefill_table(data),
-        "generated/paged-decode-eager-note.md": eager_note(data),
         "generated/paged-tile-sweep-decode.md": sweep_decode,
         "generated/paged-tile-sweep-prefill.md": sweep_prefill,
         "figures/paged-decode-bandwidth.svg": render_svg(lambda p: draw(data, p)),

@@ -291,3 +291,49 @@ def test_overlay_flash_gain_at_64_hidden_in_bytes_not_in_time():
         text=f"called from Python, Flash is {1 / call:.1f} times slower "
         f"({flash['call_s'] * 1e6:.0f} against {naive['call_s'] * 1e6:.0f} µs)",
     )
+
+
+# --- Lab 03 part 2: paged decode on the H200 (data/bench-paged-decode-h200.json) ---------------
+
+LAB03B = "lab/03b-paged-kernels.md"
+
+
+def test_paged_decode_gap_to_cudnn():
+    """Where ours (blocks of 16, graph replay) stands against cuDNN at every shape both ran."""
+    from figures import paged_decode as fp
+
+    idx = fp.index(fp.load()["decode"])
+    shares = [
+        fp.rate(rec) / fp.rate(idx[(*k[:-1], "sdpa_cudnn")])
+        for k, rec in idx.items()
+        if k[-1] == "paged_bs16" and fp.rate(idx.get((*k[:-1], "sdpa_cudnn"))) is not None
+    ]
+    ahead = sum(x >= 1 for x in shares)
+    stated(
+        LAB03B,
+        f"Through the block table with blocks of 16, on CUDA-graph replay, ours "
+        f"reaches {min(shares):.0%} to {max(shares):.0%} of cuDNN's contiguous rate over the "
+        f"{len(shares)} shapes cuDNN ran, and is ahead of it at {ahead} of them.",
+    )
+
+
+def test_paged_decode_eager_time_is_the_hosts():
+    """One eager call measured twice in one run differs; its graph replays agree."""
+    from figures import paged_decode as fp
+
+    data = fp.load()
+    main = next(
+        r
+        for r in data["decode"]
+        if (r["group"], r["b"], r["ctx"], r["impl"]) == ("b1", 1, 32768, "paged_bs16")
+    )
+    split = next(r for r in data["splits"] if (r["b"], r["ctx"]) == (1, 32768) and r["chosen"])
+    assert abs(main["graph_gb_per_s"] / split["graph_gb_per_s"] - 1) < 0.05
+    assert main["gb_per_s"] < 0.8 * main["graph_gb_per_s"]
+    stated(
+        LAB03B,
+        f"The same call (B=1, ctx 32,768, blocks of 16, {split['splits']} splits) "
+        f"measured {main['gb_per_s']:,.0f} GB/s eager in the main table and "
+        f"{split['gb_per_s']:,.0f} in the split sweep of the same run, but "
+        f"{main['graph_gb_per_s']:,.0f} and {split['graph_gb_per_s']:,.0f} from a CUDA graph",
+    )
