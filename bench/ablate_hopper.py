@@ -63,11 +63,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path,
                         default=ROOT / "data" / "flash-hopper-ablation-h200.json")
+    parser.add_argument("--smoke", action="store_true", help="a small subset (a GPU smoke run)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("ablate_flash_hopper.py measures a Hopper GPU: none is available here")
     records = []
-    for n in (512, 2048, 8192):
+    for n in (512,) if args.smoke else (512, 2048, 8192):
         for causal in (False, True):
             row = measure(n, causal)
             records.append(row)

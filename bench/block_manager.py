@@ -59,12 +59,14 @@ def bench(live: int, caching: bool, seed: int = 0) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=ROOT / "data" / "block-manager-ops.json")
+    parser.add_argument("--smoke", action="store_true", help="a small subset (a GPU smoke run)")
     args = parser.parse_args()
     best: dict[tuple[int, bool], dict] = {}
     gc.disable()  # as timeit does: the collector's passes grow with the heap, not with our code
-    for sweep in range(SWEEPS):  # whole sweeps, repeated: interference hits one config, not all
+    # whole sweeps, repeated: interference hits one config, not all
+    for sweep in range(1 if args.smoke else SWEEPS):
         for caching in (False, True):
-            for live in LIVE:
+            for live in LIVE[:2] if args.smoke else LIVE:
                 r = bench(live, caching, seed=sweep)
                 key = (live, caching)
                 if key in best:
