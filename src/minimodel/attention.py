@@ -264,6 +264,15 @@ class KernelPagedKVCache(PagedKVCache):
             o = _paged_cache_attend(*args)
         return o.transpose(1, 2)
 
+    def commit(self, positions: torch.Tensor) -> None:
+        """Each selected sequence has computed n = positions.shape[1] more tokens
+        (`manager.mark_computed`): host bookkeeping from the manager's counts and the shape,
+        no value of positions read. An eager MiniGPT pass calls it; after a compiled or
+        captured step the caller does, once."""
+        n = positions.shape[1]
+        for seq in self.rows:
+            self.manager.mark_computed(seq, self.manager.num_computed_tokens(seq) + n)
+
 
 def _paged_cache_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                         v_cache: torch.Tensor, layer: int, positions: torch.Tensor,
