@@ -647,6 +647,17 @@ def test_a_compiled_decode_step_through_the_kernels(window):
     assert len(ops) == GRAPH_SIZES["n_layers"]
 
 
+@pytest.mark.slow  # inductor's C++ compiles: tens of seconds
+@pytest.mark.skipif(DEVICE != "cpu", reason="inductor's CPU code with the interpreter's kernels; "
+                    "on a GPU test_gpu_a_decode_step_compiles_with_inductor runs")
+@pytest.mark.skipif(CXX is None, reason="inductor compiles its CPU kernels with a C++ compiler "
+                    "(g++ or $CXX), and none was found; the aot_eager test above still runs")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_a_decode_step_compiles_with_inductor_on_the_cpu():
+    worst, counter = decode_compiled(6, "inductor", DEVICE)
+    assert worst < 5e-5 and counter.frame_count == 1
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("window", [None, 6])
 def test_gpu_a_decode_step_compiles_with_inductor(window):
