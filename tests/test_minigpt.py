@@ -152,14 +152,23 @@ class HostReads(TorchDispatchMode):
 
     def __init__(self, monkeypatch):
         super().__init__()
-        self.reads = []
+        self.reads, self.active = [], False
         tolist = torch.Tensor.tolist
 
         def counted(t):
-            self.reads.append("tolist")
+            if self.active:
+                self.reads.append("tolist")
             return tolist(t)
 
         monkeypatch.setattr(torch.Tensor, "tolist", counted)
+
+    def __enter__(self):
+        self.active = True
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.active = False
+        return super().__exit__(*exc)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func in self.READS:
