@@ -59,6 +59,13 @@ def _key_range(i0, n_q, n_k, window, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexp
         full_hi = gl.maximum(gl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
         full_hi = gl.minimum(gl.maximum(full_hi, full_lo), gl.maximum(hi, full_lo))
     return lo_seen, lo, full_lo, full_hi, hi
+
+
+@gluon.jit
+def _phase(count, STAGES: gl.constexpr):
+    """The phase to wait for at the count-th use of a ring of STAGES slots (slot count % STAGES):
+    the slot has completed count // STAGES rounds before, so the parity of that count."""
+    return (count // STAGES) & 1
 # ~/~ end
 
 
@@ -110,7 +117,7 @@ def _loader(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_
                                             q_smem.index(1))
             for t in range(n_tiles):
                 slot = kv % STAGES
-                before = ((kv // STAGES) & 1) ^ 1  # the phase before this round's
+                before = _phase(kv, STAGES) ^ 1  # the phase before this round's
                 start_n = lo + t * BLOCK_N
                 mbarrier.wait(k_empty.index(slot), before)  # K_{j-STAGES} is multiplied
                 mbarrier.expect(k_ready.index(slot), desc_k.block_type.nbytes)
@@ -190,7 +197,7 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
             if n_tiles > 0:
                 # prologue: S_0 = Q K_0^T, then its softmax
                 slot = kv % STAGES
-                mbarrier.wait(k_ready.index(slot), (kv // STAGES) & 1)
+                mbarrier.wait(k_ready.index(slot), _phase(kv, STAGES))
                 k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
                 s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)
                 s = warpgroup_mma_wait(0, deps=[s])
@@ -205,10 +212,10 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
                     if PINGPONG:  # issue only in this warpgroup's turn
                         mbarrier.wait(turn.index(WG), turn_phase)
                         turn_phase ^= 1
-                    mbarrier.wait(k_ready.index(nxt), ((kv + t + 1) // STAGES) & 1)
+                    mbarrier.wait(k_ready.index(nxt), _phase(kv + t + 1, STAGES))
                     k_t = k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
                     s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)  # S_{t+1}
-                    mbarrier.wait(v_ready.index(cur), ((kv + t) // STAGES) & 1)
+                    mbarrier.wait(v_ready.index(cur), _phase(kv + t, STAGES))
                     v_t = v_smem.index(cur).reshape([BLOCK_N, HEAD_DIM])
                     acc = warpgroup_mma(p, v_t, acc, is_async=True)  # acc += P~_t V_t
                     if PINGPONG:
@@ -224,7 +231,7 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
                     p = gl.convert_layout(p_tilde.to(dtype), p_layout)
                 mbarrier.arrive(q_empty)  # the item's last S is done: the next Q may load
                 last = (kv + n_tiles - 1) % STAGES
-                mbarrier.wait(v_ready.index(last), ((kv + n_tiles - 1) // STAGES) & 1)
+                mbarrier.wait(v_ready.index(last), _phase(kv + n_tiles - 1, STAGES))
                 v_t = v_smem.index(last).reshape([BLOCK_N, HEAD_DIM])
                 acc = warpgroup_mma(p, v_t, acc, is_async=True)
                 acc, p = warpgroup_mma_wait(0, deps=[acc, p])
