@@ -20,7 +20,7 @@ FONT_CSS := roboto/300.css roboto/300-italic.css roboto/400.css roboto/400-itali
 HOST ?= 127.0.0.1:8000
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: lock setup db assets serve dev test test-slow test-all exercise check-mine tangle stitch sync check-tangle site browser-check lint figures figures-check
+.PHONY: lock setup db assets serve dev test test-slow test-all exercise check-mine tangle stitch sync check-tangle site browser-check lint figures figures-check count-lines
 
 # A virtual environment with the package (editable) and every tool, each at the version
 # constraints-cpu.txt resolves (pip itself, and the build backend of the editable install, too:
@@ -154,15 +154,19 @@ browser-check: site
 	$(BIN)/python scripts/check_site.py
 
 lint: setup
-	$(BIN)/ruff check src tests scripts tools exercises
+	$(BIN)/ruff check src tests scripts tools exercises bench figures
 
-# Tables and figures for the pages, from the package and the committed data under data/.
-FIGURE_SCRIPTS := $(wildcard scripts/fig_*.py)
-
+# Tables and figures for the pages, from the package and the committed data under data/:
+# `python -m figures` runs every module of figures/ (one per group, `python -m figures.NAME`).
 figures: setup
-	for f in $(FIGURE_SCRIPTS); do $(BIN)/python $$f || exit 1; done
-	$(BIN)/python scripts/roofline_overlay.py --draw
+	$(BIN)/python -m figures
 
 figures-check: setup
-	for f in $(FIGURE_SCRIPTS); do $(BIN)/python $$f --check || exit 1; done
-	$(BIN)/python scripts/roofline_overlay.py --check
+	$(BIN)/python -m figures --check
+
+# The size of the measurement and figure Python: every .py file of bench/ and figures/ (the only
+# modules they alone import live there too), after ruff format, on a scratch copy.
+count-lines: setup
+	@rm -rf build/count-lines && mkdir -p build/count-lines && cp -r bench figures pyproject.toml build/count-lines/
+	@$(BIN)/ruff format --quiet build/count-lines
+	@cd build/count-lines && cat bench/*.py figures/*.py | wc -l | sed 's/^/measurement and figure Python, lines after ruff format: /'

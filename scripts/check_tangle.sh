@@ -16,6 +16,7 @@ set -euo pipefail
 HAND_WRITTEN=(
   tests/conftest.py
   tests/test_check_tangle.py
+  tests/test_data_claims.py
   tests/test_entangled_workflow.py
   tests/test_exercises.py
   tests/test_skeletons.py

@@ -7,10 +7,12 @@ through: add the test that catches it (or explain on the page why the change is 
     .venv/bin/python scripts/mutate.py --only flash    # the mutants whose name contains "flash"
     .venv/bin/python scripts/mutate.py --list
 
-The mutants are data, in scripts/mutants.json. Each runs in a scratch copy of src/, tests/ and
-exercises/, so the working tree is never touched; a mutant whose text is no longer in its file
-is reported as stale (the code moved on:
-update the list), never silently skipped. Writes nothing but its report (stdout, and --out).
+The mutants are data, in scripts/mutants.json. Each runs in a scratch copy of src/, tests/,
+exercises/ and scripts/ (the tests' conftest reads scripts/lab_parts.py), so the working tree is
+never touched; a mutant whose text is no longer in its file is reported as stale (the code moved
+on: update the list), never silently skipped. A run that ends in neither a pass nor a test
+failure (pytest's exit status not 0 or 1: a collection error, a crashed interpreter) is reported
+as an error, not as caught. Writes nothing but its report (stdout, and --out).
 """
 
 import argparse
@@ -52,7 +54,7 @@ def run(mutant: Mutant, keep_going: bool) -> dict:
                 "detail": f"the mutated text occurs {found} times in {mutant.path}"}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        for folder in ("src", "tests", "exercises", "scripts"):  # conftest reads lab_parts.py
+        for folder in ("src", "tests", "exercises", "scripts"):  # conftest reads scripts/
             shutil.copytree(ROOT / folder, tmp / folder,
                             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
         shutil.copy(ROOT / "pyproject.toml", tmp)
@@ -65,7 +67,9 @@ def run(mutant: Mutant, keep_going: bool) -> dict:
                           "HOME": str(tmp)},
             capture_output=True, text=True)
         seconds = time.monotonic() - start
-    summary = (result.stdout.strip().splitlines() or ["(no output)"])[-1]
+    # pytest's last line; when it wrote nothing (a conftest that failed to import), stderr's
+    summary = (result.stdout.strip().splitlines() or result.stderr.strip().splitlines()
+               or ["(no output)"])[-1]
     caught = result.returncode == 1
     if result.returncode not in (0, 1):
         return {"name": mutant.name, "result": "error", "seconds": seconds, "detail": summary}

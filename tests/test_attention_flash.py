@@ -2,6 +2,7 @@
 """Checks of the Triton Flash forward kernel (tangled from docs/lab/02-flash-triton.md)."""
 
 import itertools
+import re
 
 import pytest
 import torch
@@ -165,32 +166,40 @@ def test_minigpt_prefill_and_decode_on_the_kernel():
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-errors>>[init]
+def named(value: str, message: str) -> bool:
+    """Whether the message names value as a whole word or number (2 is not named by 32 or 2.5)."""
+    before = r"(?<![A-Za-z0-9_])" if value[0].isalpha() else r"(?<![A-Za-z0-9.])"
+    return re.search(before + re.escape(value) + r"(?![A-Za-z0-9_]|\.\d)", message) is not None
+
+
 @pytest.mark.parametrize(
-    ("make", "kwargs", "match"),
+    ("make", "kwargs", "names"),
     [
         (lambda: make_qkv(1, 2, 2, 8, 8, 32)[:2] + (torch.randn(1, 2, 8, device=DEVICE),), {},
-         r"v must have rank 4"),
-        (lambda: make_qkv(1, 3, 2, 8, 8, 32), {}, r"Hq=3 must be a multiple of kv heads Hkv=2"),
-        (lambda: make_qkv(1, 2, 2, 8, 8, 0), {}, r"q must not be empty, got shape \(1, 2, 8, 0\)"),
-        (lambda: make_qkv(1, 2, 2, 8, 8, 257), {}, r"got d=257"),
-        (lambda: make_qkv(1, 2, 2, 8, 8, 264), {}, r"got d=264"),
-        (lambda: make_qkv(1, 2, 2, 8, 8, 32), {"window": 4}, r"window=4 needs causal=True"),
-        (lambda: make_qkv(1, 2, 2, 8, 8, 32, dtype=torch.float64), {},
-         r"dtype torch.float64 is not supported"),
+         ["v", "(1, 2, 8)"]),
+        (lambda: make_qkv(1, 3, 2, 8, 8, 32), {}, ["3", "2"]),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 0), {}, ["q", "(1, 2, 8, 0)"]),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 257), {}, ["257"]),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 264), {}, ["264"]),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32), {"window": 4}, ["window", "causal"]),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32, dtype=torch.float64), {}, ["float64"]),
         (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], make_qkv(1, 2, 2, 8, 8, 32)[2].half()), {},
-         r"share one dtype"),
+         ["float32", "float16"]),
         (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32, device="meta")), {},
-         r"must be on one device"),
+         [DEVICE, "meta"]),
     ],
 )
-def test_bad_input_raises(make, kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_bad_input_raises(make, kwargs, names):
+    with pytest.raises(ValueError) as error:
         flash_attention(*make(), **kwargs)
+    message = str(error.value)
+    missing = [name for name in names if not named(name, message)]
+    assert not missing, f"{message!r} should name {missing}"
 
 
 def test_inputs_that_require_grad_are_refused():
     q, k, v = make_qkv(1, 2, 2, 8, 8, 32)
-    with pytest.raises(ValueError, match=r"forward-only"):
+    with pytest.raises(ValueError):
         flash_attention(q.requires_grad_(), k, v)
     with torch.no_grad():
         flash_attention(q, k, v)  # no graph is being built: fine

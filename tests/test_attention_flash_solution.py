@@ -131,4 +131,35 @@ def test_other_tiles_across_a_whole_tile_of_offsets(monkeypatch, block_m, block_
     for nk in range(100, 100 + block_n + 1):
         check_against_reference(*make_qkv(1, 2, 1, 100, nk, 32, seed=nk), **mask)
 # ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-solution-messages>>[init]
+@pytest.mark.parametrize(
+    ("make", "kwargs", "match"),
+    [
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32)[:2] + (torch.randn(1, 2, 8, device=DEVICE),), {},
+         r"v must have rank 4"),
+        (lambda: make_qkv(1, 3, 2, 8, 8, 32), {}, r"Hq=3 must be a multiple of kv heads Hkv=2"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 0), {}, r"q must not be empty, got shape \(1, 2, 8, 0\)"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 257), {}, r"got d=257"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 264), {}, r"got d=264"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32), {"window": 4}, r"window=4 needs causal=True"),
+        (lambda: make_qkv(1, 2, 2, 8, 8, 32, dtype=torch.float64), {},
+         r"dtype torch.float64 is not supported"),
+        (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], make_qkv(1, 2, 2, 8, 8, 32)[2].half()), {},
+         r"share one dtype"),
+        (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32, device="meta")), {},
+         r"must be on one device"),
+    ],
+)
+def test_the_solutions_messages(make, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        flash_attention(*make(), **kwargs)
+
+
+def test_the_solutions_grad_message():
+    q, k, v = make_qkv(1, 2, 2, 8, 8, 32)
+    with pytest.raises(ValueError, match=r"forward-only"):
+        flash_attention(q.requires_grad_(), k, v)
+# ~/~ end
 # ~/~ end

@@ -164,6 +164,39 @@ def test_a_solution_in_its_own_words_passes_among_other_files(tmp_path):
         assert f"ignored {mywork / name} (not a module of lab 04)" in result.stdout
 
 
+# Lab 00's solution in other words: each kind of refusal reworded, still naming the values the
+# task's table "What a refusal names" asks for. The lab's tests must accept it (a few seconds).
+REWORDED_00 = [
+    ('f"{name} is NaN: the softmax of a row holding NaN is undefined"', 'f"NaN found at {name}"'),
+    ('f"{name}[{i}] must be a finite real number, got {x!r}"', 'f"bad entry {x!r} at {name}[{i}]"'),
+    ('f"all {n} logits are -inf: the softmax of a fully masked row is undefined (0/0)"',
+     'f"every logit is {-math.inf}"'),
+    ('f"need m_new >= m_old (a running maximum only grows), got m_old={m_old}, m_new={m_new}"',
+     'f"the maximum went from {m_old} to {m_new}"'),
+    ('f"SoftmaxState.l must be finite and >= 0, got {self.l}"', 'f"bad l: {self.l}"'),
+    ('f"chunk must be an int >= 1, got {chunk!r}"', 'f"bad chunk {chunk!r}"'),
+    ('f"scale must be finite and positive, got {scale}"', 'f"bad scale {scale}"'),
+    ('f"keys[{j}] has length {len(k)}, but q has length {d}"',
+     'f"len(keys[{j}]) = {len(k)} != len(q) = {d}"'),
+    ('f"visible[{j}] must be a bool, got {seen!r}"', 'f"not a bool: visible[{j}] = {seen!r}"'),
+    ('f"visible has more entries than the {n} keys"', 'f"visible is too long for {n} keys"'),
+]
+
+
+def test_lab00_in_its_own_words_passes(tmp_path):
+    """Lab 00's solution with its messages reworded passes `make check-mine LAB=00`."""
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    source = (ROOT / "src/minimodel/online_softmax.py").read_text()
+    for old, new in REWORDED_00:
+        assert source.count(old) == 1, f"{old} is not in online_softmax.py any more"
+        source = source.replace(old, new)
+    (mywork / "online_softmax.py").write_text(source)
+    result, counts = check_mine("00", mywork)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert counts["passed"] > 0 and counts["failed"] == 0
+
+
 def test_one_part_of_a_lab_is_checked_alone(tmp_path):
     """`make check-mine LAB=03 PART=1`: part 1's tests on part 1's files; part 2's skeleton,
     still unwritten, is ignored."""

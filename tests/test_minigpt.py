@@ -3,6 +3,7 @@
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from minimodel.minigpt import KVCache, MiniGPT, MiniGPTConfig
 
@@ -138,5 +139,91 @@ def test_bad_positions_caches_and_configs_raise():
     model(torch.zeros(1, 8, dtype=torch.long), at(0, 8), cache)
     with pytest.raises(ValueError, match=r"position 8 is past max_seq_len=8"):
         model(torch.zeros(1, 1, dtype=torch.long), at(8, 1), cache)
+# ~/~ end
+
+
+# ~/~ begin <<docs/foundations.md#minigpt-check-traced>>[init]
+class HostReads(TorchDispatchMode):
+    """Counts the tensor values read on the host while active: `.item()` and `bool()` (the
+    dispatcher's _local_scalar_dense and is_nonzero) and `.tolist()` (which bypasses the
+    dispatcher on the CPU, so it is wrapped). On a GPU each is a device-to-host sync."""
+
+    READS = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.is_nonzero.default)
+
+    def __init__(self, monkeypatch):
+        super().__init__()
+        self.reads, self.active = [], False
+        tolist = torch.Tensor.tolist
+
+        def counted(t):
+            if self.active:
+                self.reads.append("tolist")
+            return tolist(t)
+
+        monkeypatch.setattr(torch.Tensor, "tolist", counted)
+
+    def __enter__(self):
+        self.active = True
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self.active = False
+        return super().__exit__(*exc)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func in self.READS:
+            self.reads.append(func)
+        return func(*args, **(kwargs or {}))
+
+
+def test_check_false_reads_no_value(monkeypatch):
+    torch.manual_seed(0)
+    config = MiniGPTConfig(vocab_size=50, max_seq_len=32, n_kv_heads=2)
+    model = MiniGPT(config).eval()
+    tokens = torch.randint(0, 50, (2, 7))
+    with torch.no_grad():
+        with HostReads(monkeypatch) as checked:
+            want = model(tokens)
+        with HostReads(monkeypatch) as unchecked:
+            got = model(tokens, check=False)
+        assert checked.reads and not unchecked.reads
+        torch.testing.assert_close(got, want)
+        with pytest.raises(IndexError):  # not the model's check: the embedding's own, on the CPU
+            model(torch.tensor([[50]]), check=False)
+        cache = KVCache(config, batch=2)  # a cache still commits: its lengths are host state
+        model(tokens, at(0, 7, 2), cache, check=False)
+    assert cache.lengths == [7, 7]
+    with pytest.raises(TypeError, match="check"):
+        model(tokens, check=1)
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_forward_compiles_in_one_graph(window):
+    # fullgraph=True: a graph break raises. aot_eager: Dynamo's and AOTAutograd's traces, then
+    # the graph run op by op.
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch.manual_seed(0)
+    model = MiniGPT(MiniGPTConfig(vocab_size=50, max_seq_len=32, n_kv_heads=2,
+                                  window=window)).eval()
+    counter = CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(model.forward, backend=counter, fullgraph=True)
+    with torch.no_grad():
+        for seed in (1, 2):  # new values, same shapes: the same graph
+            tokens = torch.randint(0, 50, (2, 11), generator=torch.Generator().manual_seed(seed))
+            torch.testing.assert_close(compiled(tokens), model(tokens))
+    assert counter.frame_count == 1
+
+
+def test_a_compiled_pass_refuses_what_it_cannot_do():
+    # Dynamo raises its own error, carrying ours, while it traces.
+    config = MiniGPTConfig(vocab_size=10, max_seq_len=8)
+    model = MiniGPT(config)
+    compiled = torch.compile(model.forward, backend="aot_eager", fullgraph=True)
+    zeros = torch.zeros(1, 2, dtype=torch.long)
+    with pytest.raises((ValueError, RuntimeError), match=r"check=True"):
+        compiled(zeros, check=True)
+    with pytest.raises((ValueError, RuntimeError), match=r"KVCache is not graph-safe"):
+        compiled(zeros, at(0, 2), KVCache(config, batch=1))
 # ~/~ end
 # ~/~ end

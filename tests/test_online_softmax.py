@@ -3,6 +3,7 @@
 
 import math
 import random
+import re
 
 import numpy as np
 import pytest
@@ -31,6 +32,22 @@ SOFTMAXES = {
 }
 each_softmax = pytest.mark.parametrize("f", SOFTMAXES.values(), ids=SOFTMAXES.keys())
 INF = math.inf
+
+
+def named(value: str, message: str) -> bool:
+    """Whether the message names value as a whole word or number, case aside: `1` is named by
+    `logit 1`, `s_1` or `[1]`, not by `10`, `1.5` or `x1`; `m` by `state.m`, not by `m_new`."""
+    before = r"(?<![a-z0-9_])" if value[0].isalpha() else r"(?<![a-z0-9.])"
+    return re.search(before + re.escape(value) + r"(?![a-z0-9_]|\.\d)", message, re.I) is not None
+
+
+def raises_naming(call, *values):
+    """call() raises ValueError whose message names every value (the wording is not checked)."""
+    with pytest.raises(ValueError) as error:
+        call()
+    message = str(error.value)
+    missing = [value for value in values if not named(str(value), message)]
+    assert not missing, f"{message!r} should name {missing}"
 
 
 def assert_lists_close(got, expected, tol=1e-12):
@@ -82,27 +99,25 @@ def test_minus_inf_entries_get_probability_zero(f):
 
 @each_softmax
 @pytest.mark.parametrize(
-    ("xs", "match"),
+    ("xs", "names"),
     [
-        ([], r"empty row"),
-        ([-INF], r"all 1 logits are -inf"),
-        ([-INF, -INF, -INF], r"all 3 logits are -inf"),
-        ([0.0, math.nan], r"logit 1 is NaN"),
-        ([INF, 0.0], r"logit 0 is \+inf"),
-        ([0.0, True], r"logit 1 must be a real number, got True"),
-        (["1.0"], r"logit 0 must be a real number, got '1.0'"),
-        ([10**400], r"logit 0 = 1000.* does not fit in a float"),
+        ([], []),
+        ([-INF], ["-inf"]),
+        ([-INF, -INF, -INF], ["-inf"]),
+        ([0.0, math.nan], ["1", "nan"]),
+        ([INF, 0.0], ["0", "inf"]),
+        ([0.0, True], ["1", "True"]),
+        (["1.0"], ["0", "1.0"]),
+        ([10**400], ["0"]),
     ],
 )
-def test_undefined_rows_raise(f, xs, match):
-    with pytest.raises(ValueError, match=match):
-        f(xs)
+def test_undefined_rows_raise(f, xs, names):
+    raises_naming(lambda: f(xs), *names)
 
 
 @pytest.mark.parametrize("chunk", [0, -1, 2.0, True, None])
 def test_bad_chunk_raises(chunk):
-    with pytest.raises(ValueError, match=r"chunk must be an int >= 1, got"):
-        online_softmax_chunked([1.0, 2.0], chunk)
+    raises_naming(lambda: online_softmax_chunked([1.0, 2.0], chunk), "chunk", chunk)
 # ~/~ end
 
 
@@ -186,36 +201,31 @@ def test_rescale_factor_cases():
     assert rescale_factor(2.5, 2.5) == 1.0
     assert rescale_factor(0.0, 1.0) == pytest.approx(math.exp(-1), rel=1e-15)
     assert rescale_factor(-1e308, 1e308) == 0.0  # the difference rounds to -inf
-    with pytest.raises(ValueError, match=r"m_new >= m_old.*m_old=2.0, m_new=1.0"):
-        rescale_factor(2.0, 1.0)
+    raises_naming(lambda: rescale_factor(2.0, 1.0), "2.0", "1.0")
     for m_old, m_new in [(math.nan, 1.0), (1.0, math.nan)]:  # e^NaN would be returned
-        with pytest.raises(ValueError, match=r"m_new >= m_old"):
-            rescale_factor(m_old, m_new)
+        raises_naming(lambda m_old=m_old, m_new=m_new: rescale_factor(m_old, m_new), "nan", "1.0")
 
 
 @pytest.mark.parametrize(
-    ("m_value", "l_value", "match"),
+    ("m_value", "l_value", "names"),
     [
-        (math.nan, 1.0, r"m must be a float below \+inf, got nan"),
-        (INF, 1.0, r"m must be a float below \+inf, got inf"),
-        (0.0, -1.0, r"l must be finite and >= 0, got -1.0"),
-        (0.0, 0.0, r"l == 0 exactly when m == -inf.*m=0.0, l=0.0"),
-        (-INF, 1.0, r"l == 0 exactly when m == -inf.*m=-inf, l=1.0"),
-        ("0", 1.0, r"SoftmaxState.m must be a real number"),
-        (True, 1.0, r"SoftmaxState.m must be a real number, got True"),
-        (0.0, True, r"SoftmaxState.l must be a real number, got True"),
+        (math.nan, 1.0, ["m", "nan"]),
+        (INF, 1.0, ["m", "inf"]),
+        (0.0, -1.0, ["l", "-1.0"]),
+        (0.0, 0.0, ["m", "l", "0.0"]),
+        (-INF, 1.0, ["m", "l", "-inf", "1.0"]),
+        ("0", 1.0, ["m", "0"]),
+        (True, 1.0, ["m", "True"]),
+        (0.0, True, ["l", "True"]),
     ],
 )
-def test_impossible_states_raise(m_value, l_value, match):
-    with pytest.raises(ValueError, match=match):
-        SoftmaxState(m_value, l_value)
+def test_impossible_states_raise(m_value, l_value, names):
+    raises_naming(lambda: SoftmaxState(m_value, l_value), *names)
 
 
 def test_probability_and_merge_validate():
-    with pytest.raises(ValueError, match=r"empty state"):
-        SoftmaxState().probability(0.0)
-    with pytest.raises(ValueError, match=r"can only merge a SoftmaxState, got \(1.0, 2.0\)"):
-        SoftmaxState().merge((1.0, 2.0))
+    raises_naming(lambda: SoftmaxState().probability(0.0))
+    raises_naming(lambda: SoftmaxState().merge((1.0, 2.0)), "SoftmaxState")
 # ~/~ end
 
 
@@ -375,47 +385,44 @@ Q, K, V = [1.0, 0.0], [[1.0, 2.0], [3.0, 4.0]], [[1.0], [2.0]]
 
 
 @pytest.mark.parametrize(
-    ("args", "kwargs", "match"),
+    ("args", "kwargs", "names"),
     [
-        (([], K, V), {}, r"q must not be empty"),
-        ((Q, [], []), {}, r"attention over no keys"),
-        ((Q, K, V[:1]), {}, r"same number of rows: values ended after 1 rows"),
-        ((Q, K[:1], V), {}, r"same number of rows: keys ended after 1 rows"),
-        ((Q, [[1.0, 2.0], [3.0]], V), {}, r"keys\[1\] has length 1, but q has length 2"),
-        ((Q, K, [[1.0], [2.0, 3.0]]), {}, r"values\[1\] has length 2, but values\[0\] has"),
-        ((Q, K, [[], []]), {}, r"values\[0\] must not be empty"),
-        (([1.0, math.nan], K, V), {}, r"q\[1\] must be a finite real number, got nan"),
-        ((Q, [[1.0, 2.0], [INF, 0.0]], V), {}, r"keys\[1\]\[0\] must be a finite real number"),
-        ((Q, K, [[1.0], [-INF]]), {}, r"values\[1\]\[0\] must be a finite real number"),
-        ((Q, K, [1.0, 2.0]), {}, r"values\[0\] must be a sequence of numbers, got 1.0"),
-        ((Q, K, V, math.nan), {}, r"scale must be finite and positive, got nan"),
-        ((Q, K, V, 0.0), {}, r"scale must be finite and positive, got 0.0"),
-        ((Q, K, V, -0.5), {}, r"scale must be finite and positive, got -0.5"),
-        ((Q, K, V, INF), {}, r"scale must be finite and positive, got inf"),
-        ((Q, K, V, "1"), {}, r"scale must be a number or None, got '1'"),
-        ((Q, K, V), {"visible": [True]}, r"visible ended after 1 entries"),
-        ((Q, K, V), {"visible": [True, True, False]}, r"visible has more entries than the 2 keys"),
-        ((Q, K, V), {"visible": [1, 0]}, r"visible\[0\] must be a bool, got 1"),
-        (([1e200], [[1e200]], [[1.0]], 1.0), {}, r"score s_0 = tau \* q.k_0 is \+inf"),
-        (([1e200], [[-1e200], [-2e200]], [[1.0], [2.0]], 1.0), {},
-         r"score s_0 = tau \* q.k_0 overflows to -inf; pass visible=False"),
+        (([], K, V), {}, ["q"]),
+        ((Q, [], []), {}, ["keys"]),
+        ((Q, K, V[:1]), {}, ["values", "1"]),
+        ((Q, K[:1], V), {}, ["keys", "1"]),
+        ((Q, [[1.0, 2.0], [3.0]], V), {}, ["keys[1]", "1", "2"]),
+        ((Q, K, [[1.0], [2.0, 3.0]]), {}, ["values[1]", "2", "1"]),
+        ((Q, K, [[], []]), {}, ["values[0]"]),
+        (([1.0, math.nan], K, V), {}, ["q[1]", "nan"]),
+        ((Q, [[1.0, 2.0], [INF, 0.0]], V), {}, ["keys[1][0]", "inf"]),
+        ((Q, K, [[1.0], [-INF]]), {}, ["values[1][0]", "-inf"]),
+        ((Q, K, [1.0, 2.0]), {}, ["values[0]", "1.0"]),
+        ((Q, K, V, math.nan), {}, ["scale", "nan"]),
+        ((Q, K, V, 0.0), {}, ["scale", "0.0"]),
+        ((Q, K, V, -0.5), {}, ["scale", "-0.5"]),
+        ((Q, K, V, INF), {}, ["scale", "inf"]),
+        ((Q, K, V, "1"), {}, ["scale", "1"]),
+        ((Q, K, V), {"visible": [True]}, ["visible", "1"]),
+        ((Q, K, V), {"visible": [True, True, False]}, ["visible", "2"]),
+        ((Q, K, V), {"visible": [1, 0]}, ["visible[0]", "1"]),
+        (([1e200], [[1e200]], [[1.0]], 1.0), {}, ["0", "inf"]),
+        (([1e200], [[-1e200], [-2e200]], [[1.0], [2.0]], 1.0), {}, ["0", "-inf"]),
     ],
 )
-def test_bad_attention_input_raises(args, kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        online_attention_row(*args, **kwargs)
+def test_bad_attention_input_raises(args, kwargs, names):
+    raises_naming(lambda: online_attention_row(*args, **kwargs), *names)
 
 
 def test_probability_refuses_a_logit_above_the_state():
     state = softmax_state([0.0, -1.0])
     assert state.probability(0.0) == pytest.approx(1 / (1 + math.exp(-1.0)))
-    with pytest.raises(ValueError, match=r"x = 5.0 exceeds the running maximum m = 0.0"):
-        state.probability(5.0)
+    raises_naming(lambda: state.probability(5.0), "5.0", "0.0")
 
 
 def test_masked_keys_are_still_validated():
-    with pytest.raises(ValueError, match=r"keys\[1\] has length 1"):
-        online_attention_row(Q, [[1.0, 2.0], [3.0]], V, visible=[True, False])
+    raises_naming(lambda: online_attention_row(Q, [[1.0, 2.0], [3.0]], V, visible=[True, False]),
+                  "keys[1]", "1", "2")
 # ~/~ end
 
 

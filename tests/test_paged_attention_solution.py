@@ -38,6 +38,7 @@ from minimodel.attention import (  # a learner's module has none
 )
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
 from minimodel.paged_attention import paged_decode, paged_prefill
+from minimodel.paged_kv_cache import PagedKVCache
 from minimodel.reference import attention_ref
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-split>>[init]
@@ -132,14 +133,20 @@ def test_the_kernels_write_only_their_own_rows(num_splits, window):
 @pytest.mark.parametrize("offsets", [(0, 4, 30), (-3, 4, 9), (0, 6, 4)])
 def test_the_prefill_fast_path_writes_nothing_outside_o(offsets):
     # Offsets outside q on the fast path: the output as a view into a NaN buffer; a row written
-    # outside it (a sequence not refused) shows as a non-NaN value in the fence.
+    # outside it (a sequence not refused) shows as a non-NaN value in the fence. q sits inside a
+    # buffer of finite rows, so a sequence not refused reads defined memory and writes finite
+    # rows into the fence (a bare q would be read past its end: undefined, even a crash). This
+    # is the test that kills the mutant `paged-prefill-rows-not-refused` (scripts/mutants.json
+    # runs it first: the lab's test of the same offsets writes past a bare o and aborts).
     cache = make_cache([20, 40], 2, 32, 16)
     nan = float("nan")
     o_buf = torch.full((60, 4, 32), nan, device=DEVICE)
     lse_buf = torch.full((60, 4), nan, device=DEVICE)
     out = (o_buf[20:29], lse_buf[20:29])
+    q_buf = torch.full((60, 4, 32), 0.5, device=DEVICE)
+    q_buf[20:29] = make_q(9, 4, 32)
     flags = torch.zeros(2, dtype=torch.int32, device=DEVICE)
-    pa._prefill(make_q(9, 4, 32), *cache[2:], torch.tensor(offsets, dtype=torch.int32,
+    pa._prefill(q_buf[20:29], *cache[2:], torch.tensor(offsets, dtype=torch.int32,
                 device=DEVICE), block_size=16, n_kv_heads=2, max_query_len=5, causal=True,
                 window=None, tau=32**-0.5, error_flags=flags, out=out)
     assert (flags != 0).any()
@@ -431,40 +438,22 @@ def test_the_op_alone_would_fail_only_at_backward():
         o.sum().backward()
 
 
-class Layers(torch.nn.Module):
-    """MiniGPT on whole sequences, its layers attending through `attn`. MiniGPT.forward also
-    checks its token ids and positions with comparisons of tensors: branches on data, which
-    Dynamo cannot keep in one graph, so this runs the same layers without those checks."""
-
-    def __init__(self, model: MiniGPT, attn):
-        super().__init__()
-        self.model, self.attn = model, attn
-
-    def forward(self, tokens):
-        m = self.model
-        positions = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens)
-        x = m.tok(tokens) + m.pos(positions)
-        for block in m.blocks:
-            x = block(x, positions, None, self.attn)
-        return m.norm(x) @ m.tok.weight.T
-
-
 def compile_and_compare(config, n, backend, *, device=DEVICE, dtype=torch.float32):
-    """MiniGPT's layers attending through `attention`, compiled with fullgraph=True (a graph
-    break raises) through a backend that counts the graphs Dynamo hands it; returns the
+    """MiniGPT.forward on whole sequences through `attention`, compiled with fullgraph=True (a
+    graph break raises) through a backend that counts the graphs Dynamo hands it; returns the
     compiled output, the eager one, and the float32 reference (attention_ref, eager)."""
     from torch._dynamo.testing import CompileCounterWithBackend
 
     torch.manual_seed(0)
     model = MiniGPT(config).eval()
-    reference = Layers(copy.deepcopy(model).to(device), attention_ref)
-    eager = Layers(model.to(device, dtype), attention)
+    reference = copy.deepcopy(model).to(device)
+    model.to(device, dtype)
     counter = CompileCounterWithBackend(backend)
-    compiled = torch.compile(eager, backend=counter, fullgraph=True)
+    compiled = torch.compile(model.forward, backend=counter, fullgraph=True)
     tokens = torch.randint(0, config.vocab_size, (2, n), device=device)
     with torch.no_grad():
-        got, want, ref = compiled(tokens), eager(tokens), reference(tokens)
-        torch.testing.assert_close(reference(tokens), reference.model(tokens))  # same layers
+        got, want, ref = compiled(tokens, attn=attention), model(tokens, attn=attention), \
+            reference(tokens)
     assert counter.frame_count == 1  # one graph
     ops = [node for node in counter.graphs[0].graph.nodes
            if node.target in (attention_op, torch.ops.minimodel.attention,
@@ -580,5 +569,253 @@ def test_minigpt_serves_a_batch_through_the_kernels(window):
         assert hits[3] > 0 and hits[3] % 8 == 0
     else:
         assert released > 0
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-check-graphs>>[init]
+# --- A step in one graph: compiled, captured, no sync ------------------------------------------
+
+class DecodeBatch:
+    """Sequences prefilled alone (eagerly, checked) into `cache`, then decoding in one batch, as
+    a serving engine splits a step: `prepare` is the host's bookkeeping before it (append_slot
+    for each sequence's next token, then select), the step itself is the caller's."""
+
+    def __init__(self, model, cache, prompts, device):
+        self.cache, self.ids, self.device = cache, list(prompts), device
+        self.lengths, self.next = {}, {}
+        for seq, prompt in prompts.items():
+            cache.allocate(seq, prompt)
+            logits = model(torch.tensor([prompt], device=device),
+                           torch.arange(len(prompt), device=device)[None], cache.select([seq]))
+            self.lengths[seq], self.next[seq] = len(prompt), int(logits[0, -1].argmax())
+
+    def prepare(self):
+        """(tokens, positions) (B, 1) on the CPU and the selected view, for the next step."""
+        for seq in self.ids:
+            self.cache.append_slot(seq, self.next[seq])
+        tokens = torch.tensor([[self.next[seq]] for seq in self.ids])
+        positions = torch.tensor([[self.lengths[seq]] for seq in self.ids])
+        return tokens, positions, self.cache.select(self.ids)
+
+    def advance(self, next_tokens):
+        for seq, token in zip(self.ids, next_tokens, strict=True):
+            self.lengths[seq] += 1
+            self.next[seq] = token
+
+
+# Three sequences of ragged lengths, each crossing a block boundary (blocks of 8) while decoding.
+PROMPTS = {0: [5, 1, 7, 3, 9, 2, 8, 4, 6, 1, 3, 5, 7], 1: [2, 4, 6, 8, 1], 3: [9, 8, 7] * 7}
+GRAPH_SIZES = {"vocab_size": 10, "max_seq_len": 40, "d_model": 64, "n_heads": 4,
+               "n_kv_heads": 2, "n_layers": 2}
+
+
+def decode_compiled(window, backend, device, steps=4):
+    """PROMPTS decoding through torch.compile(model.forward, fullgraph=True) on a
+    KernelPagedKVCache, the caller committing after each step, and eagerly through Lab 03's
+    PagedKVCache and attention_ref (the next tokens: the reference's). Returns the largest
+    difference of the logits and the compile counter."""
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch.manual_seed(0)
+    config = MiniGPTConfig(**GRAPH_SIZES, window=window)
+    model = MiniGPT(config).eval().to(device)
+    counter = CompileCounterWithBackend(backend)
+    compiled = torch.compile(model.forward, backend=counter, fullgraph=True)
+    worst = 0.0
+    with torch.no_grad():
+        ref = DecodeBatch(model, PagedKVCache(config, 40, 8, device=device), PROMPTS, device)
+        ker = DecodeBatch(model, KernelPagedKVCache(config, 40, 8, device=device), PROMPTS,
+                          device)
+        ker.next = dict(ref.next)
+        for _ in range(steps):
+            tokens, positions, view = ref.prepare()
+            want = model(tokens.to(device), positions.to(device), view, attn=attention_ref)
+            tokens, positions, view = ker.prepare()
+            tokens, positions = tokens.to(device), positions.to(device)
+            got = compiled(tokens, positions, view)
+            view.commit(positions)  # the compiled pass leaves it to the caller
+            assert not view.error_flags.any()
+            worst = max(worst, (got - want).abs().max().item())
+            next_tokens = want[:, -1].argmax(-1).tolist()
+            ref.advance(next_tokens)
+            ker.advance(next_tokens)
+    computed = [ker.cache.manager.num_computed_tokens(seq) for seq in PROMPTS]
+    assert computed == [len(p) + steps for p in PROMPTS.values()]
+    return worst, counter
+
+
+@pytest.mark.parametrize("window", [None, 6])
+def test_a_compiled_decode_step_through_the_kernels(window):
+    # One graph for every step (new values, new views, same shapes: no recompilation), each
+    # layer's cache write and attention one node of it.
+    worst, counter = decode_compiled(window, "aot_eager", DEVICE)
+    assert worst < 5e-5  # float32 kernels against attention_ref; logits of order 1
+    assert counter.frame_count == 1
+    ops = [node for node in counter.graphs[0].graph.nodes
+           if "paged_cache_attend" in str(node.target)]
+    assert len(ops) == GRAPH_SIZES["n_layers"]
+
+
+@pytest.mark.slow  # inductor's C++ compiles: tens of seconds
+@pytest.mark.skipif(DEVICE != "cpu", reason="inductor's CPU code with the interpreter's kernels; "
+                    "on a GPU test_gpu_a_decode_step_compiles_with_inductor runs")
+@pytest.mark.skipif(CXX is None, reason="inductor compiles its CPU kernels with a C++ compiler "
+                    "(g++ or $CXX), and none was found; the aot_eager test above still runs")
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+def test_a_decode_step_compiles_with_inductor_on_the_cpu():
+    worst, counter = decode_compiled(6, "inductor", DEVICE)
+    assert worst < 5e-5 and counter.frame_count == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, 6])
+def test_gpu_a_decode_step_compiles_with_inductor(window):
+    worst, counter = decode_compiled(window, "inductor", "cuda")
+    assert worst < 1e-4 and counter.frame_count == 1
+
+
+def test_select_fills_one_table_buffer_per_batch_size():
+    config = MiniGPTConfig(**GRAPH_SIZES)
+    cache = KernelPagedKVCache(config, 40, 8, device=DEVICE)
+    for seq, prompt in PROMPTS.items():
+        cache.allocate(seq, prompt)
+    assert cache.max_blocks == 5  # ceil(40 / 8)
+    both = cache.select([3, 0])
+    tables = [cache.manager.block_table(s) for s in (3, 0)]
+    assert both.block_tables.tolist() == [t + [-1] * (5 - len(t)) for t in tables]
+    assert both.block_tables.dtype == torch.int32 and both.error_flags.tolist() == [0, 0]
+    buffer = both.block_tables
+    other = cache.select([1, 0])  # as many rows: the same buffer, new contents
+    assert other.block_tables is buffer and buffer[0].tolist()[:1] == cache.manager.block_table(1)
+    assert cache.select([1]).block_tables is not buffer  # one row: a buffer of its own
+    with pytest.raises(ValueError, match=r"select needs distinct live sequence ids"):
+        cache.select([0, 0])
+
+
+def test_views_that_are_no_longer_current_are_refused():
+    torch.manual_seed(0)
+    config = MiniGPTConfig(**GRAPH_SIZES)
+    model = MiniGPT(config).eval()
+    cache = KernelPagedKVCache(config, 40, 8, device=DEVICE)
+    for seq, prompt in PROMPTS.items():
+        cache.allocate(seq, prompt)
+    tokens, positions = torch.zeros(2, 3, dtype=torch.long), torch.arange(3).expand(2, 3)
+    first = cache.select([0, 1])
+    cache.select([1, 3])  # replaces the tables of every two-row view
+    with pytest.raises(ValueError, match=r"later select of 2 rows"):
+        model(tokens, positions, first)
+    with pytest.raises(ValueError, match=r"later select of 2 rows"):  # unchecked: attend's guard
+        model(tokens, positions, first, check=False)
+    one = cache.select([1])
+    with torch.no_grad():
+        model(tokens[:1, :2], torch.arange(2)[None], one)  # positions 0, 1 of its 5
+        for _ in range(4):  # positions 5 ... 8: the last opens block 1, a new table entry
+            cache.append_slot(1, 4)
+        with pytest.raises(ValueError, match=r"sequence 1's block table changed after select"):
+            model(tokens[:1, :1], torch.tensor([[2]]), one)
+        model(tokens[:1, :1], torch.tensor([[2]]), cache.select([1]))  # selected again: fine
+    cache.allocate(9, [1] * 41)  # more tokens than max_seq_len: a table of 6 blocks
+    with pytest.raises(ValueError, match=r"sequence 9 holds 6 blocks, more than the 5"):
+        cache.select([9])
+
+
+def test_an_unchecked_eager_step_reads_no_value(monkeypatch):
+    # check=False: no value read on the host in the whole pass (on a GPU: no sync), and the
+    # same logits as the checked pass.
+    from test_minigpt import HostReads
+
+    torch.manual_seed(0)
+    config = MiniGPTConfig(**GRAPH_SIZES, window=6)
+    model = MiniGPT(config).eval()
+    out = []
+    with torch.no_grad():
+        for check in (None, False):
+            batch = DecodeBatch(model, KernelPagedKVCache(config, 40, 8), PROMPTS, DEVICE)
+            tokens, positions, view = batch.prepare()
+            with HostReads(monkeypatch) as host:
+                out.append(model(tokens, positions, view, check=check))
+            assert bool(host.reads) == (check is None)
+            assert [batch.cache.manager.num_computed_tokens(s) for s in PROMPTS] == [
+                n + 1 for n in batch.lengths.values()]  # the eager pass committed
+    torch.testing.assert_close(out[1], out[0], atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+@pytest.mark.parametrize(("nq", "mask"), [
+    (1, {}), (1, {"causal": True, "window": 100}), (300, {"causal": True}),
+    (300, {"causal": True, "window": 64}), (300, {}),
+])
+def test_gpu_attention_replays_in_a_cuda_graph(dtype, nq, mask):
+    # minimodel.attention captured once (decode: Nq = 1; prefill: Nq = 300), replayed on new
+    # values copied into the same tensors: each replay gives the eager call's output.
+    shape = (2, 8, 2, nq, 700, 64)
+    q, k, v = make_qkv(*shape, dtype=dtype, device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: the kernels compiled before the capture
+        attention(q, k, v, **mask)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = attention(q, k, v, **mask)
+    for seed in (1, 2, 3):
+        for t, new in zip((q, k, v), make_qkv(*shape, dtype=dtype, device="cuda", seed=seed),
+                          strict=True):
+            t.copy_(new)
+        graph.replay()
+        torch.testing.assert_close(out, attention(q, k, v, **mask))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("window", [None, 6])
+def test_gpu_a_captured_decode_step_replays_without_a_sync(window):
+    # MiniGPT's decode step through a KernelPagedKVCache: step 0 eagerly (unchecked: a real
+    # step, and the warm-up), step 1 captured into a CUDA graph, steps 1-5 replayed; between
+    # steps only the host's bookkeeping (append_slot, select, copies into the graph's input
+    # tensors, commit). Sync debug mode "error" raises at any sync, from the bookkeeping to the
+    # replay; the logits are those of eager decoding through a second cache.
+    torch.manual_seed(0)
+    config = MiniGPTConfig(**GRAPH_SIZES, window=window)
+    model = MiniGPT(config).eval().cuda()
+    with torch.no_grad():
+        eager = DecodeBatch(model, KernelPagedKVCache(config, 40, 8, device="cuda"), PROMPTS,
+                            "cuda")
+        batch = DecodeBatch(model, KernelPagedKVCache(config, 40, 8, device="cuda"), PROMPTS,
+                            "cuda")
+        batch.next = dict(eager.next)
+        tokens = torch.zeros(len(PROMPTS), 1, dtype=torch.long, device="cuda")
+        positions = torch.zeros_like(tokens)
+        side, graph = torch.cuda.Stream(), torch.cuda.CUDAGraph()
+        for step in range(6):
+            host_tokens, host_positions, view = eager.prepare()
+            want = model(host_tokens.cuda(), host_positions.cuda(), view)  # checked, eager
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                host_tokens, host_positions, view = batch.prepare()
+                tokens.copy_(host_tokens.pin_memory(), non_blocking=True)
+                positions.copy_(host_positions.pin_memory(), non_blocking=True)
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(side):
+                    if step == 0:
+                        out = model(tokens, positions, view, check=False)  # commits
+                    elif step == 1:
+                        graph.capture_begin()
+                        out = model(tokens, positions, view)  # traced: no check, no commit
+                        graph.capture_end()
+                torch.cuda.current_stream().wait_stream(side)
+                if step > 0:
+                    graph.replay()
+                    view.commit(positions)
+            finally:
+                torch.cuda.set_sync_debug_mode(0)
+            torch.testing.assert_close(out, want, atol=1e-5, rtol=1e-5)
+            assert not view.error_flags.any()
+            next_tokens = want[:, -1].argmax(-1).tolist()
+            eager.advance(next_tokens)
+            batch.advance(next_tokens)
+    assert [batch.cache.manager.num_computed_tokens(s) for s in PROMPTS] == [
+        len(p) + 6 for p in PROMPTS.values()]
 # ~/~ end
 # ~/~ end

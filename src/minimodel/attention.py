@@ -8,6 +8,8 @@ through them.
 Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 """
 
+from collections.abc import Sequence
+
 import torch
 
 from minimodel import paged_attention
@@ -15,7 +17,7 @@ from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import MAX_HEAD_DIM as HOPPER_MAX_HEAD_DIM
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.kernels import INTERPRET, SUPPORTED_DTYPES, check_forward_only
-from minimodel.minigpt import AttentionFn
+from minimodel.minigpt import AttentionFn, MiniGPTConfig
 from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.paged_kv_cache import PagedKVCache
 from minimodel.reference import (
@@ -154,32 +156,163 @@ class KernelPagedKVCache(PagedKVCache):
     """Lab 03's PagedKVCache, attending through the paged kernels on its pools in place: a chunk
     of new tokens per row through `paged_prefill`, one token per row through `paged_decode`.
 
+    A step is split as a serving engine splits it. Host bookkeeping between steps: `allocate`,
+    `append_slot`, then `select(seq_ids)`, which copies the rows' block tables into a device
+    buffer kept per batch size (the persistent input a CUDA graph reads at every replay). The
+    step itself, `attend` in every layer: device work only, on the pools, that buffer, and the
+    positions (a write at the slots they name, then the kernels' fast path, sized by shapes
+    alone), so MiniGPT's forward through it compiles in one graph and captures into a CUDA
+    graph. After a compiled or captured step the caller runs `commit(positions)`.
+
     The kernels are the attention: MiniGPT's `attn` argument must be left at its default.
     """
 
+    graph_safe = True  # attend reads no value on the host: MiniGPT.forward may be traced
+
+    def __init__(self, config: MiniGPTConfig, num_blocks: int, block_size: int, *,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
+                 watermark: float = 0.01, enable_prefix_caching: bool = False) -> None:
+        """As PagedKVCache; block tables get max_blocks = ceil(max_seq_len / block_size)
+        columns, enough for any sequence the model can feed."""
+        super().__init__(config, num_blocks, block_size, dtype=dtype, device=device,
+                         watermark=watermark, enable_prefix_caching=enable_prefix_caching)
+        self.max_blocks = -(-config.max_seq_len // block_size)
+        self._buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # B: (tables, flags)
+        self._owner: dict[int, KernelPagedKVCache] = {}  # B: the view whose tables they hold
+        self._tables: list[list[int]] = []  # this view's tables, as selected
+        self.block_tables: torch.Tensor | None = None  # a view's (B, max_blocks) int32
+        self.error_flags: torch.Tensor | None = None  # a view's (B,) int32 kernel error bits
+
+    def select(self, seq_ids: Sequence[int]) -> "KernelPagedKVCache":
+        """PagedKVCache.select, with the rows' block tables copied into the device buffer for
+        len(seq_ids) rows: view.block_tables (B, max_blocks) int32, -1 past each table, and
+        view.error_flags (B,) int32 zeroed. Every selection of B rows reuses that buffer, so a
+        view serves until the next selection of as many rows; select after the step's
+        allocate and append_slot calls. On a GPU the copy is from pinned memory, asynchronous:
+        no sync. Raises ValueError as PagedKVCache.select does, and for a table longer than
+        max_blocks."""
+        view = super().select(seq_ids)
+        tables = [self.manager.block_table(seq) for seq in view.rows]
+        for seq, table in zip(view.rows, tables, strict=True):
+            if len(table) > self.max_blocks:
+                raise ValueError(f"sequence {seq} holds {len(table)} blocks, more than the "
+                                 f"{self.max_blocks} that max_seq_len={self.config.max_seq_len} "
+                                 "allows")
+        b = len(tables)
+        if b not in self._buffers:
+            self._buffers[b] = (
+                torch.full((b, self.max_blocks), -1, dtype=torch.int32, device=self.k.device),
+                torch.zeros(b, dtype=torch.int32, device=self.k.device))
+        view.block_tables, view.error_flags = self._buffers[b]
+        host = torch.tensor([t + [-1] * (self.max_blocks - len(t)) for t in tables],
+                            dtype=torch.int32)
+        if view.block_tables.is_cuda:  # from pageable memory the copy would wait for the GPU
+            host = host.pin_memory()
+        view.block_tables.copy_(host, non_blocking=True)
+        view.error_flags.zero_()
+        view._tables = tables
+        self._owner[b] = view
+        return view
+
+    def check_positions(self, positions: torch.Tensor) -> None:
+        """PagedKVCache's checks, and that this view's tables are current: still in the buffer
+        (no later selection of as many rows) and still the manager's (no append_slot, fork or
+        free since the selection). Reads positions on the host: eager only."""
+        super().check_positions(positions)
+        if self._owner.get(len(self.rows)) is not self:
+            raise ValueError(f"a later select of {len(self.rows)} rows has replaced this view's "
+                             "block tables: select again")
+        for seq, table in zip(self.rows, self._tables, strict=True):
+            if self.manager.block_table(seq) != table:
+                raise ValueError(f"sequence {seq}'s block table changed after select: select "
+                                 "after the step's allocate and append_slot calls")
+
     def attend(self, layer: int, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                positions: torch.Tensor, attn: AttentionFn = attention_ref) -> torch.Tensor:
-        """Write k, v: (B, Hkv, n, d) at the rows' slots, then attend q: (B, Hq, n, d) over
-        each row's keys through its block table; returns (B, Hq, n, d)."""
+        """Write k, v: (B, Hkv, n, d) at the slots that positions (B, n) name through the
+        view's block tables, then attend q: (B, Hq, n, d) over each row's keys through the
+        kernels' fast path; returns (B, Hq, n, d). Reads no value on the host. The positions
+        are trusted (MiniGPT.forward checks them eagerly); what the kernels still catch (an
+        entry outside the pool, a length past the table) sets the row's error_flags bits."""
         if attn is not attention_ref:
             raise ValueError("KernelPagedKVCache attends with the paged kernels: pass no attn "
                              f"to the model (got {getattr(attn, '__name__', attn)!r})")
-        self.write(layer, k, v, positions)  # every row first, as the kernels read all of them
-        b, hq, n, d = q.shape
-        tables = [self.manager.block_table(seq) for seq in self.rows]
-        width = max(len(t) for t in tables)
-        table = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32,
-                             device=q.device)
-        ends = positions[:, -1] + 1  # each row's context: its keys so far, the new ones included
-        lens = ends.to(device=q.device, dtype=torch.int32)
-        k_pool, v_pool, w = self.k[layer], self.v[layer], self.config.window
-        if n == 1:
-            o = paged_decode(q[:, :, 0], k_pool, v_pool, table, lens,
-                             max_context_len=int(ends.max()), window=w)
-            return o[:, :, None]
-        starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=q.device)
-        o = paged_prefill(q.transpose(1, 2).reshape(b * n, hq, d), k_pool, v_pool, table, lens,
-                          starts, max_query_len=n, window=w)
-        return o.view(b, n, hq, d).transpose(1, 2)
+        if self.block_tables is None:
+            raise ValueError("no sequences selected: pass cache.select(seq_ids) to the model")
+        b, n = self.block_tables.shape[0], q.shape[2] if q.dim() == 4 else -1
+        c = self.config
+        kv = (b, c.n_kv_heads, n, c.head_dim)
+        if (q.dim() != 4 or q.shape[0] != b or k.shape != kv or v.shape != kv
+                or positions.shape != (b, n)):
+            raise ValueError(f"for {b} selected rows q must be (B, Hq, n, d), k and v {kv} "
+                             f"and positions {(b, n)}, got q {tuple(q.shape)}, k "
+                             f"{tuple(k.shape)}, v {tuple(v.shape)}, positions "
+                             f"{tuple(positions.shape)}")
+        args = (q, k, v, self.k, self.v, layer, positions, self.block_tables, self.error_flags,
+                c.window)
+        if torch.compiler.is_compiling():  # one node that writes the pools in place
+            o = _paged_cache_attend_op(*args)
+        else:
+            if self._owner.get(b) is not self:  # host objects: no sync (not traced: a guard)
+                raise ValueError(f"a later select of {b} rows has replaced this view's block "
+                                 "tables: select again")
+            o = _paged_cache_attend(*args)
+        return o.transpose(1, 2)
+
+    def commit(self, positions: torch.Tensor) -> None:
+        """Each selected sequence has computed n = positions.shape[1] more tokens
+        (`manager.mark_computed`): host bookkeeping from the manager's counts and the shape,
+        no value of positions read. An eager MiniGPT pass calls it; after a compiled or
+        captured step the caller does, once."""
+        n = positions.shape[1]
+        for seq in self.rows:
+            self.manager.mark_computed(seq, self.manager.num_computed_tokens(seq) + n)
+
+
+def _paged_cache_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
+                        v_cache: torch.Tensor, layer: int, positions: torch.Tensor,
+                        block_tables: torch.Tensor, error_flags: torch.Tensor,
+                        window: int | None) -> torch.Tensor:
+    """One layer of a KernelPagedKVCache step, device work only: store k, v at their slots
+    (block_tables[b, p // block_size] * block_size + p % block_size), then paged_decode (n = 1)
+    or paged_prefill on the fast path, its host ints from shapes: the context bound is the
+    table's capacity, the chunk length n. Returns (B, n, Hq, d)."""
+    b, hq, n, d = q.shape
+    k_pool, v_pool = k_cache[layer], v_cache[layer]  # (num_blocks, block_size, Hkv, d)
+    block_size = k_pool.shape[1]
+    blocks = block_tables.gather(1, positions // block_size).long()
+    slots = (blocks * block_size + positions % block_size).flatten()  # (B * n,)
+    for pool, new in ((k_pool, k), (v_pool, v)):  # the rows' keys, token-major: (B * n, Hkv, d)
+        pool.flatten(0, 1).index_copy_(0, slots, new.transpose(1, 2).flatten(0, 1).to(pool.dtype))
+    lens = (positions[:, -1] + 1).to(torch.int32)  # each row's context, its new keys included
+    capacity = block_tables.shape[1] * block_size  # >= every length: no max() read on the host
+    if n == 1:
+        o = paged_decode(q[:, :, 0], k_pool, v_pool, block_tables, lens,
+                         max_context_len=capacity, window=window, error_flags=error_flags)
+        return o.view(b, 1, hq, d)
+    starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=q.device)
+    o = paged_prefill(q.transpose(1, 2).reshape(b * n, hq, d), k_pool, v_pool, block_tables,
+                      lens, starts, max_query_len=n, window=window, error_flags=error_flags)
+    return o.view(b, n, hq, d)
+
+
+@torch.library.custom_op("minimodel::paged_cache_attend",
+                         mutates_args=("k_cache", "v_cache", "error_flags"))
+def _paged_cache_attend_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                          k_cache: torch.Tensor, v_cache: torch.Tensor, layer: int,
+                          positions: torch.Tensor, block_tables: torch.Tensor,
+                          error_flags: torch.Tensor, window: int | None) -> torch.Tensor:
+    """torch.ops.minimodel.paged_cache_attend: one layer of a KernelPagedKVCache step as one
+    operator that writes the pools (all layers', (L, num_blocks, block_size, Hkv, d)) and ORs
+    the error flags in place, so torch.compile records it whole. Returns (B, n, Hq, d)."""
+    return _paged_cache_attend(q, k, v, k_cache, v_cache, layer, positions, block_tables,
+                               error_flags, window)
+
+
+@_paged_cache_attend_op.register_fake
+def _paged_cache_attend_fake(q, k, v, k_cache, v_cache, layer, positions, block_tables,
+                             error_flags, window):
+    b, hq, n, d = q.shape
+    return q.new_empty((b, n, hq, d))
 # ~/~ end
 # ~/~ end

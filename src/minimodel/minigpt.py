@@ -77,6 +77,10 @@ class Cache(Protocol):
 
     def commit(self, positions: torch.Tensor) -> None:
         """Every layer has stored these positions: each row's sequence now holds them."""
+
+    # Optional: a class attribute `graph_safe = True` says that attend reads no tensor value on
+    # the host and runs no host bookkeeping, so a forward pass through the cache can run under
+    # torch.compile or CUDA-graph capture (MiniGPT.forward refuses any other cache there).
 # ~/~ end
 
 
@@ -221,17 +225,38 @@ class MiniGPT(nn.Module):
         cache: Cache | None = None,
         *,
         attn: AttentionFn = attention_ref,
+        check: bool | None = None,
     ) -> torch.Tensor:
         """tokens: (B, n) int64 at positions (B, n) int64 -> logits (B, n, vocab).
 
         Without a cache each row is a whole sequence, positions 0 ... n-1 (the default). With a
         cache, row r continues sequence `cache.rows[r]`: its positions are required, and are the
         next n positions of that sequence; the tokens' keys and values are stored in the cache.
+
+        check: whether to check the values of tokens and positions (ids in [0, vocab_size),
+        positions counting up by one below max_seq_len, and `cache.check_positions`), which
+        reads them on the host: a device sync. None (the default) checks eagerly and not under
+        torch.compile or CUDA-graph capture, where no value can be read; False leaves them to
+        the caller, True there is refused. Under compile or capture the cache must be graph-safe
+        (`graph_safe = True`, e.g. KernelPagedKVCache) and this pass does not commit: the
+        Python around a compiled or captured step does not run at each call, so the caller
+        calls `cache.commit(positions)` after it. Eagerly the pass commits, as always.
         """
         c = self.config
         for name, t in (("tokens", tokens), ("positions", positions)):
             if not (isinstance(t, torch.Tensor) or (name == "positions" and t is None)):
                 raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if check is not None and not isinstance(check, bool):
+            raise TypeError(f"check must be None, True or False, got {type(check).__name__}")
+        traced = _traced(tokens)
+        if check and traced:
+            raise ValueError("check=True reads tokens and positions on the host, which torch."
+                             "compile and CUDA-graph capture cannot: check them eagerly")
+        check = not traced if check is None else check
+        if traced and cache is not None and not getattr(cache, "graph_safe", False):
+            raise ValueError(f"{type(cache).__name__} is not graph-safe (it reads positions on "
+                             "the host): under torch.compile or CUDA-graph capture use a cache "
+                             "with graph_safe = True, such as KernelPagedKVCache")
         if tokens.dim() != 2 or tokens.dtype != torch.long:
             raise ValueError(
                 f"tokens must be (B, n) int64, got shape {tuple(tokens.shape)} {tokens.dtype}"
@@ -239,7 +264,7 @@ class MiniGPT(nn.Module):
         if tokens.numel() == 0:  # no row, or rows of no token: nothing to predict from
             raise ValueError(f"tokens must be (B, n) with B >= 1 and n >= 1, got shape "
                              f"{tuple(tokens.shape)}")
-        if tokens.min() < 0 or tokens.max() >= c.vocab_size:
+        if check and (tokens.min() < 0 or tokens.max() >= c.vocab_size):
             raise ValueError(f"token ids must lie in [0, {c.vocab_size})")
         b, n = tokens.shape
         if positions is None:
@@ -249,22 +274,36 @@ class MiniGPT(nn.Module):
         if positions.shape != tokens.shape or positions.dtype != torch.long:
             raise ValueError(f"positions must be int64 of the tokens' shape {(b, n)}, got "
                              f"{tuple(positions.shape)} {positions.dtype}")
-        if (positions[:, 0] < 0).any() or (positions.diff(dim=1) != 1).any():
-            raise ValueError("positions must count up by one from a start >= 0 in every row")
-        if positions[:, -1].max() >= c.max_seq_len:
-            raise ValueError(f"position {positions[:, -1].max().item()} is past "
-                             f"max_seq_len={c.max_seq_len}")
-        if cache is None and (positions[:, 0] != 0).any():
-            raise ValueError("without a cache there are no earlier keys: positions start at 0")
+        if check:
+            _check_positions(positions, c.max_seq_len, first_is_zero=cache is None)
         if cache is not None:
             if cache.config != c:
                 raise ValueError(f"the cache was built for {cache.config}, not for {c}")
-            cache.check_positions(positions)
+            if check:
+                cache.check_positions(positions)
         x = self.tok(tokens) + self.pos(positions)
         for block in self.blocks:
             x = block(x, positions, cache, attn)
-        if cache is not None:
+        if cache is not None and not traced:
             cache.commit(positions)
         return self.norm(x) @ self.tok.weight.T
+
+
+def _traced(t: torch.Tensor) -> bool:
+    """Whether this call is being traced by torch.compile or captured into a CUDA graph: no
+    tensor value can be read on the host, and the Python runs once, not at every call."""
+    return torch.compiler.is_compiling() or (
+        t.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+def _check_positions(positions: torch.Tensor, max_seq_len: int, first_is_zero: bool) -> None:
+    """The checks of positions' values (B, n), read on the host."""
+    if (positions[:, 0] < 0).any() or (positions.diff(dim=1) != 1).any():
+        raise ValueError("positions must count up by one from a start >= 0 in every row")
+    if positions[:, -1].max() >= max_seq_len:
+        raise ValueError(f"position {positions[:, -1].max().item()} is past "
+                         f"max_seq_len={max_seq_len}")
+    if first_is_zero and (positions[:, 0] != 0).any():
+        raise ValueError("without a cache there are no earlier keys: positions start at 0")
 # ~/~ end
 # ~/~ end

@@ -1,0 +1,1 @@
+"""The measurements: each module writes a data file under data/ (`python -m bench.NAME`)."""

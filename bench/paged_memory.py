@@ -1,0 +1,260 @@
+"""The memory experiment of Lab 03: how much of a fixed KV budget holds real token states when a
+stream of requests is served (a) with a contiguous reservation of the maximum length per request
+and (b) with paging, at block sizes 8, 16, 32 and 64, without and with prefix sharing.
+
+The paged runs use minimodel's BlockManager itself; the contiguous run uses a slot counter (a
+perfect allocator: no external fragmentation, so its figures are an upper bound for contiguous
+systems). Writes data/paged-memory.json with its environment; figures/paged_memory.py makes
+the table and the figure.
+
+    python -m bench.paged_memory                  # under a minute, progress on stderr
+    python -m bench.paged_memory --out /tmp/x.json --requests 40   # a smoke run
+
+The scheduler is vLLM v0's default policy, simplified to one kind of step: first-come first-served
+admission while `can_allocate` says OK (watermark 1%); every running request then decodes one
+token; when `can_append_slot` says no (no free block), the most recently admitted running request
+is preempted (freed, recomputed later from its prompt and the tokens it had generated) and put at
+the head of the waiting queue. A request admitted in a step is prefilled in it and yields its first
+token.
+"""
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.core import environment
+from minimodel.block_manager import AllocStatus, BlockManager
+from minimodel.verbs import corpus, tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+BLOCK_SIZES = (8, 16, 32, 64)
+SEED = 0
+
+
+@dataclass
+class Request:
+    rid: int
+    prompt: list[int]  # what is allocated at admission (grows with the tokens of a preemption)
+    output_len: int  # tokens to generate in total
+    generated: int = 0
+    tokens: list[int] = field(default_factory=list)  # every token with a slot, once admitted
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    max_len: int  # the contiguous reservation per request, and the longest request allowed
+    budget: int  # KV budget in token slots (the same for every layout)
+    requests: tuple[tuple[tuple[int, ...], int], ...]  # (prompt tokens, output length)
+
+
+def verb_workload(n: int) -> Workload:
+    """Prompts: a shared one-line example, then the head of a corpus line ('cantar pretérito: ');
+    output: the rest of that line. The line is drawn at random from the other 59."""
+    tok, lines = tokenizer(), corpus().splitlines()
+    example = lines[0] + "\n"
+    rng = random.Random(SEED)
+    requests = []
+    for _ in range(n):
+        line = lines[rng.randrange(1, len(lines))]
+        head, rest = line.split(": ", 1)
+        requests.append((tuple(tok.encode(example + head + ": ")), len(rest) + 1))
+    return Workload("verbs", "verb corpus: a shared one-line example, the head of a line as "
+                    "prompt, the rest of the line as output", 256, 16 * 256, tuple(requests))
+
+
+def long_tail_workload(n: int) -> Workload:
+    """A shared 64-token system prompt, then a log-normal number of random tokens (median 128,
+    sigma 1, clipped to [1, 960]); log-normal output lengths (median 256, sigma 1, clipped to
+    [1, 1024]): at most 2,048 tokens in all."""
+    rng = random.Random(SEED + 1)
+    system = tuple(rng.randrange(32000) for _ in range(64))
+    requests = []
+    for _ in range(n):
+        p = min(960, max(1, round(rng.lognormvariate(math.log(128), 1.0))))
+        o = min(1024, max(1, round(rng.lognormvariate(math.log(256), 1.0))))
+        requests.append((system + tuple(rng.randrange(32000) for _ in range(p)), o))
+    return Workload("long-tail", "synthetic: a shared 64-token system prompt, then log-normal "
+                    "prompt and output lengths (medians 128 and 256 tokens, sigma 1)",
+                    2048, 16 * 2048, tuple(requests))
+
+
+class Contiguous:
+    """A reservation of max_len slots per request, taken whole at admission."""
+
+    def __init__(self, budget: int, max_len: int):
+        self.budget, self.max_len, self.live = budget, max_len, {}
+
+    def can_allocate(self, rid, prompt):
+        if self.max_len > self.budget:
+            return AllocStatus.NEVER
+        free = self.budget - self.max_len * len(self.live)
+        return AllocStatus.OK if free >= self.max_len else AllocStatus.LATER
+
+    def allocate(self, rid, prompt):
+        self.live[rid] = len(prompt)
+
+    def can_append_slot(self, rid):
+        return True  # the reservation covers the longest request
+
+    def append_slot(self, rid, token):
+        assert self.live[rid] < self.max_len
+        self.live[rid] += 1
+
+    def mark_computed(self, rid, num_tokens):
+        pass  # a contiguous reservation has no prefix cache to tell
+
+    def free(self, rid):
+        del self.live[rid]
+
+    def num_cached_tokens(self, rid):
+        return 0
+
+    def reserved_slots(self):
+        return self.max_len * len(self.live)
+
+    def token_states(self, running):
+        return sum(self.live.values())
+
+
+class Paged:
+    """The BlockManager, with the physical token states counted once per block."""
+
+    def __init__(self, budget: int, block_size: int, sharing: bool):
+        self.m = BlockManager(budget // block_size, block_size, enable_prefix_caching=sharing)
+        self.b = block_size
+
+    def __getattr__(self, name):
+        return getattr(self.m, name)
+
+    def reserved_slots(self):
+        return (self.m.num_blocks - self.m.num_free_blocks) * self.b
+
+    def token_states(self, running):
+        # Only full blocks are shared (prefix hits), so each extra holder of a block repeats b
+        # token states that are stored once.
+        logical = sum(len(r.tokens) for r in running)
+        holders = sum(math.ceil(len(r.tokens) / self.b) for r in running)
+        held = self.m.num_blocks - self.m.num_free_blocks
+        return logical - self.b * (holders - held)
+
+
+def simulate(workload: Workload, layout, label: str) -> dict:
+    waiting = deque(Request(i, list(p), o) for i, (p, o) in enumerate(workload.requests))
+    running: list[Request] = []
+    rng = random.Random(SEED + 2)  # the generated tokens (they matter only to prefix hashes)
+    steps = saturated = preemptions = rejected = 0
+    used_sum = reserved_sum = running_sum = 0
+    max_running = prefill_computed = prefill_cached = 0
+    t0 = time.perf_counter()
+    while waiting or running:
+        steps += 1
+        # Decode: every running request appends one token, preempting from the back if needed.
+        for req in list(running):
+            if req not in running or req.generated >= req.output_len:
+                continue  # preempted earlier in this step, or done
+            while not layout.can_append_slot(req.rid):
+                victim = running.pop()
+                layout.free(victim.rid)
+                victim.prompt, victim.tokens = victim.tokens, []
+                waiting.appendleft(victim)
+                preemptions += 1
+                if victim is req:
+                    break
+            if req not in running:
+                continue
+            token = rng.randrange(32000)
+            layout.append_slot(req.rid, token)
+            req.tokens.append(token)
+            layout.mark_computed(req.rid, len(req.tokens))  # the step computes it
+            req.generated += 1
+        for req in [r for r in running if r.generated >= r.output_len]:
+            running.remove(req)
+            layout.free(req.rid)
+        # Admit: first come, first served, while the next request fits above the watermark.
+        while waiting:
+            status = layout.can_allocate(waiting[0].rid, waiting[0].prompt)
+            if status is AllocStatus.NEVER:
+                waiting.popleft()
+                rejected += 1
+                continue
+            if status is AllocStatus.LATER:
+                break
+            req = waiting.popleft()
+            layout.allocate(req.rid, req.prompt)
+            layout.mark_computed(req.rid, len(req.prompt))  # prefilled in this step
+            cached = layout.num_cached_tokens(req.rid)
+            prefill_cached += cached
+            prefill_computed += len(req.prompt) - cached
+            req.tokens = list(req.prompt)
+            req.generated += 1  # the prefill yields the next output token
+            running.append(req)
+        if waiting:  # the server is saturated: the figures that describe capacity
+            saturated += 1
+            used_sum += layout.token_states(running)
+            reserved_sum += layout.reserved_slots()
+            running_sum += len(running)
+        max_running = max(max_running, len(running))
+        if steps % 2000 == 0:
+            print(f"  {label}: step {steps}, {len(waiting)} waiting, {len(running)} running, "
+                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+    if not saturated:
+        raise SystemExit(f"{label}: every request fit at once; use more requests")
+    return {
+        "steps": steps,
+        "saturated_steps": saturated,
+        "token_states_of_reserved": used_sum / reserved_sum,
+        "token_states_of_budget": used_sum / (saturated * workload.budget),
+        "mean_running": running_sum / saturated,
+        "max_running": max_running,
+        "preemptions": preemptions,
+        "rejected": rejected,
+        "prefill_tokens_computed": prefill_computed,
+        "prefill_tokens_cached": prefill_cached,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=ROOT / "data" / "paged-memory.json")
+    parser.add_argument("--requests", type=int, default=400, help="requests per workload")
+    args = parser.parse_args()
+    record = {"environment": environment(), "seed": SEED, "requests": args.requests,
+              "block_sizes": list(BLOCK_SIZES), "workloads": []}
+    for workload in (verb_workload(args.requests), long_tail_workload(args.requests)):
+        prompts = [len(p) for p, _ in workload.requests]
+        outputs = [o for _, o in workload.requests]
+        runs = []
+        layouts = [("contiguous", None, False)]
+        layouts += [("paged", b, sharing) for sharing in (False, True) for b in BLOCK_SIZES]
+        for kind, b, sharing in layouts:
+            label = f"{workload.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
+            print(f"{label} ...", file=sys.stderr, flush=True)
+            layout = (Contiguous(workload.budget, workload.max_len) if b is None
+                      else Paged(workload.budget, b, sharing))
+            result = simulate(workload, layout, label)
+            runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
+            print(f"  {result['token_states_of_reserved']:.1%} of reserved slots hold token "
+                  f"states, {result['mean_running']:.1f} running, {result['preemptions']} "
+                  f"preemptions", file=sys.stderr, flush=True)
+        record["workloads"].append({
+            "name": workload.name, "description": workload.description,
+            "max_len": workload.max_len, "budget_slots": workload.budget,
+            "mean_prompt": sum(prompts) / len(prompts), "max_prompt": max(prompts),
+            "mean_output": sum(outputs) / len(outputs), "max_output": max(outputs),
+            "runs": runs,
+        })
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

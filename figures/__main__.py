@@ -1,0 +1,15 @@
+"""Every table and figure of the site: `python -m figures` writes them, `python -m figures --check`
+fails if any committed one is stale. One module makes each group: `python -m figures.NAME`."""
+
+import importlib
+
+from figures.core import emit
+
+MODULES = ["bench", "bytes", "decode", "flash", "flash_hopper", "lab04", "online_softmax",
+           "overlay", "paged", "paged_decode", "paged_memory", "roofline", "tiling"]
+
+if __name__ == "__main__":
+    outputs: dict[str, str | bytes] = {}
+    for name in MODULES:
+        outputs.update(importlib.import_module(f"figures.{name}").outputs())
+    emit(outputs)

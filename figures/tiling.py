@@ -1,0 +1,184 @@
+"""The Flash kernel's three loop runs over the grid of query tiles x key tiles (for Lab 02).
+
+    python -m figures.tiling            # write docs/figures/flash-tiling-*.svg and the table
+    python -m figures.tiling --check    # fail if they are stale
+
+For each query tile, Lab 02's `_attn_fwd` computes a key range [lo, hi) and inside it an interior
+[full_lo, full_hi), then runs three loops: a masked run at the window's edge [lo, full_lo), an
+unmasked interior [full_lo, full_hi) and a masked run over the diagonal and the ragged end of the
+keys [full_hi, hi). `tile_bounds` below is those bound formulas in plain Python. Before anything is
+drawn, `check_bounds` holds them against a brute-force count over the reference's own mask
+(minimodel.reference.visible_mask) on a sweep of shapes, and against the byte model's key range
+(minimodel.roofline._flash_key_rows): every tile holding a visible pair is loaded, every tile of
+the unmasked run is visible in full, and the loaded rows are the ones the byte model counts.
+"""
+
+import itertools
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch, Rectangle  # noqa: E402
+
+from figures.core import emit, markdown_table, render_svg  # noqa: E402
+from minimodel.reference import visible_mask  # noqa: E402
+from minimodel.roofline import _flash_key_rows  # noqa: E402
+
+# The worked example: a ragged shape, bottom-right aligned (N_k >= N_q), tiles of the kernel's
+# d = 64 class, a window wider than a key tile and not a multiple of it.
+NQ, NK, BLOCK_M, BLOCK_N, WINDOW = 250, 350, 64, 32, 100
+RUNS = ("edge", "interior", "diagonal", "skipped")
+COLORS = {"edge": "#f4a259", "interior": "#5b8e7d", "diagonal": "#bc4b51", "skipped": "#eeeeee"}
+LEGEND = {"edge": "masked: the window's edge [lo, full_lo)",
+          "interior": "no mask: the interior [full_lo, full_hi)",
+          "diagonal": "masked: the diagonal and ragged end [full_hi, hi)",
+          "skipped": "skipped: never loaded"}
+
+
+def tile_bounds(i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: bool,
+                window: int | None) -> tuple[int, int, int, int]:
+    """(lo, full_lo, full_hi, hi) of the query tile whose first row is i0, as `_attn_fwd` computes
+    them (Lab 02, flash-fwd-kernel); integer division of non-negative values, as in the kernel."""
+    lo, full_lo, hi, full_hi = 0, 0, nk, nk // block_n * block_n
+    if causal:
+        shift = nk - nq  # query i stands at key position pos_i = i + shift
+        pos_first, pos_last = i0 + shift, i0 + block_m - 1 + shift
+        hi = max(min(nk, pos_last + 1), 0)
+        if window is not None:
+            lo = max(0, pos_first - window + 1) // block_n * block_n
+            full_lo = max(0, pos_last - window + 1)
+            full_lo = min((full_lo + block_n - 1) // block_n * block_n, max(hi, lo))
+        full_hi = max(min(nk, pos_first + 1), 0) // block_n * block_n
+        full_hi = min(max(full_hi, full_lo), max(hi, full_lo))
+    return lo, full_lo, full_hi, hi
+
+
+def loop_runs(bounds: tuple[int, int, int, int], block_n: int) -> dict[int, str]:
+    """{key tile start: run} as the three loops visit them: tl.range(a, b, BLOCK_N) visits a,
+    a + BLOCK_N, ... below b. Asserts that every visited tile starts on a tile boundary and that
+    no tile is visited twice."""
+    lo, full_lo, full_hi, hi = bounds
+    visited: dict[int, str] = {}
+    for run, (a, b) in zip(RUNS, ((lo, full_lo), (full_lo, full_hi), (full_hi, hi)), strict=False):
+        for n0 in range(a, b, block_n):
+            assert n0 % block_n == 0 and n0 not in visited, (bounds, run, n0)
+            visited[n0] = run
+    return visited
+
+
+def tile_grid(nq: int, nk: int, block_m: int, block_n: int, causal: bool,
+              window: int | None) -> list[tuple[int, tuple[int, int, int, int], list[str]]]:
+    """[(i0, bounds, run of every key tile)] for every query tile."""
+    grid = []
+    for i0 in range(0, nq, block_m):
+        bounds = tile_bounds(i0, nq, nk, block_m, block_n, causal, window)
+        visited = loop_runs(bounds, block_n)
+        grid.append((i0, bounds, [visited.get(n0, "skipped") for n0 in range(0, nk, block_n)]))
+    return grid
+
+
+def check_bounds(nq: int, nk: int, block_m: int, block_n: int, causal: bool,
+                 window: int | None) -> None:
+    """The bounds against the reference mask, tile by tile, and against the byte model."""
+    mask = visible_mask(nq, nk, causal=causal, window=window)
+    for i0, (lo, full_lo, full_hi, hi), runs in tile_grid(nq, nk, block_m, block_n, causal,
+                                                          window):
+        case = (nq, nk, block_m, block_n, causal, window, i0, (lo, full_lo, full_hi, hi))
+        assert lo <= full_lo <= full_hi <= max(hi, full_hi), case
+        for n0, run in zip(range(0, nk, block_n), runs, strict=True):
+            tile = mask[i0:i0 + block_m, n0:n0 + block_n]
+            if tile.any():  # a tile with a visible pair is loaded ...
+                assert run != "skipped", (case, n0)
+            if run == "interior":  # ... and one loaded without a mask is visible in full
+                assert n0 + block_n <= nk and bool(tile.all()), (case, n0)
+        rows = sum(min(block_n, nk - n0) for n0, run in zip(range(0, nk, block_n), runs,
+                                                               strict=True) if run != "skipped")
+        assert rows == _flash_key_rows(i0, nq, nk, block_m, block_n, causal, window), case
+
+
+def check_sweep() -> int:
+    """check_bounds over shapes that put the diagonal at every offset within a tile."""
+    count = 0
+    tiles = [(64, 32), (32, 64), (16, 16), (64, 64)]
+    masks = [(False, None), (True, None), (True, 1), (True, 20), (True, 90), (True, 151)]
+    for (bm, bn), shift, nq in itertools.product(tiles, range(0, 66, 5), (1, 33, 100, 230)):
+        for causal, window in masks:
+            check_bounds(nq, nq + shift, bm, bn, causal, window)
+            count += 1
+    for nq, nk in [(100, 30), (64, 1), (97, 63)]:  # N_q > N_k: rows that see nothing
+        for causal, window in [(True, None), (True, 24)]:
+            check_bounds(nq, nk, 32, 16, causal, window)
+            count += 1
+    return count
+
+
+def figure(causal: bool, window: int | None, path) -> None:
+    plt.rcParams["svg.hashsalt"] = "minimodel"
+    fig, ax = plt.subplots(figsize=(7.2, 4.6))
+    for i0, _, runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal, window):
+        for n0, run in zip(range(0, NK, BLOCK_N), runs, strict=True):
+            w, h = min(BLOCK_N, NK - n0), min(BLOCK_M, NQ - i0)
+            ax.add_patch(Rectangle((n0, i0), w, h, facecolor=COLORS[run], edgecolor="white",
+                                   lw=1.5))
+    # The visible pairs: key j is visible to query i iff i + shift - W < j <= i + shift.
+    shift = NK - NQ
+    rows = [0, NQ]
+    right = [min(NK, i + shift + 0.5) for i in rows]
+    left = [max(0, i + shift - window + 0.5) if window else 0 for i in rows]
+    ax.fill_betweenx(rows, left, right, color="black", alpha=0.16, lw=0)
+    ax.plot(right, rows, color="black", lw=1)
+    if window:
+        ax.plot(left, rows, color="black", lw=1, ls="--")
+    ax.set(xlim=(0, NK), ylim=(NQ, 0), xlabel="key position j", ylabel="query row i",
+           xticks=range(0, NK + 1, BLOCK_N), yticks=[*range(0, NQ, BLOCK_M), NQ])
+    ax.tick_params(labelsize=7)
+    ax.set_aspect("equal")
+    mask = f"causal, window $W$ = {window}" if window else "causal"
+    ax.set_title(f"{mask}: $N_q$ = {NQ}, $N_k$ = {NK}, BLOCK_M = {BLOCK_M}, "
+                 f"BLOCK_N = {BLOCK_N}", fontsize=10)
+    handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS
+               if window or r != "edge"]
+    handles.append(Patch(facecolor="black", alpha=0.16, label="visible pairs (reference mask)"))
+    ax.legend(handles=handles, fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14),
+              ncol=2, frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+
+
+def example_table() -> str:
+    rows = []
+    for causal, window in ((True, None), (True, WINDOW)):
+        for i0, (lo, full_lo, full_hi, hi), runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal,
+                                                              window):
+            last = min(i0 + BLOCK_M, NQ) - 1
+            shift = NK - NQ
+            counts = " / ".join(str(runs.count(r)) for r in RUNS)
+            rows.append([f"W = {window}" if window else "causal", f"{i0}-{last}",
+                         f"{i0 + shift}-{i0 + BLOCK_M - 1 + shift}", lo, full_lo, full_hi, hi,
+                         counts])
+    header = ["mask", "query rows", "positions", "`lo`", "`full_lo`", "`full_hi`", "`hi`",
+              "key tiles: edge / interior / diagonal / skipped"]
+    note = (f"\nN_q = {NQ}, N_k = {NK} (shift N_k - N_q = {NK - NQ}), BLOCK_M = {BLOCK_M}, "
+            f"BLOCK_N = {BLOCK_N}, W = {WINDOW}: `figures/tiling.py`, from the bounds of "
+            "Lab 02's `_attn_fwd`, checked against the reference mask. Positions are "
+            "pos_first-pos_last of the tile's rows; the last query tile and the last key tile "
+            "run past N_q and N_k, and the TMA fills the missing rows with zeros.\n")
+    return markdown_table(header, rows) + note
+
+
+def outputs() -> dict[str, str | bytes]:
+    checked = check_sweep()
+    check_bounds(NQ, NK, BLOCK_M, BLOCK_N, True, None)
+    check_bounds(NQ, NK, BLOCK_M, BLOCK_N, True, WINDOW)
+    print(f"tile bounds agree with the reference mask and the byte model on {checked} shapes")
+    return {
+        "figures/flash-tiling-causal.svg": render_svg(lambda p: figure(True, None, p)),
+        "figures/flash-tiling-window.svg": render_svg(lambda p: figure(True, WINDOW, p)),
+        "generated/flash-tiling-example.md": example_table(),
+    }
+
+
+if __name__ == "__main__":
+    emit(outputs())

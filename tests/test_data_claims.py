@@ -1,0 +1,339 @@
+"""The pages' statements about measured data, each recomputed from data/ and looked up in its page.
+
+Hand-written (not tangled). The words live in the pages; each test computes the numbers a
+statement gives from the committed data, asserts what the statement claims, and fails if the page
+does not say it with those numbers, so a new measurement cannot leave a stale sentence behind.
+"""
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from figures import bytes as fb
+from figures import overlay as fo
+from figures.core import h200_measured
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@cache
+def page(rel: str) -> str:
+    """A page's text with its line breaks and runs of spaces made single spaces."""
+    return " ".join((ROOT / "docs" / rel).read_text().split())
+
+
+def stated(rel: str, text: str, after: str | None = None) -> None:
+    """Fail unless the page says `text` (after the first `after`, before the next snippet)."""
+    where = page(rel)
+    if after is not None:
+        where = where[where.index(after) :]
+        where = where[: where.find("--8<--", len(after)) % (len(where) + 1)]
+    text = " ".join(text.split())
+    assert text in where, f"docs/{rel} does not say (with these numbers): {text}"
+
+
+# --- Lab 01: bytes moved, measured under Nsight Compute (data/bytes-h200.json) ------------------
+
+LAB01 = "lab/01-flash-bytes.md"
+
+
+@cache
+def bytes_data() -> dict:
+    return json.loads(fb.DATA.read_text())
+
+
+def bytes_rows() -> list[dict]:
+    return fb.rows(bytes_data())
+
+
+def row(case_id: str, kernel: str | None = None) -> dict:
+    return next(
+        r
+        for r in bytes_rows()
+        if r["case"].id == case_id and (kernel is None or r["kernel"] == kernel)
+    )
+
+
+def test_bytes_bar_met_at_2048():
+    """DRAM bytes of naive and Flash, and Flash's L2-to-SM bytes, within the bar of their models."""
+    totals = fb.case_totals(bytes_data())
+
+    def rel(case_id, key_m, key_model):
+        return totals[case_id][key_m] / totals[case_id][key_model] - 1
+
+    bar = {
+        h: (
+            rel(f"prefill-naive-{h}-2048", "dram", "dram_model"),
+            rel(f"prefill-flash-{h}-2048", "dram", "dram_model"),
+            rel(f"prefill-flash-{h}-2048", "l2_to_sm", "tiled"),
+        )
+        for h in ("MHA", "GQA", "MQA")
+    }
+    worst = max(abs(x) for v in bar.values() for x in v)
+    assert worst <= fb.BAR
+    stated(
+        LAB01,
+        f"**The bar (N = 2048, MHA, GQA and MQA): met.** DRAM bytes of naive attention "
+        f"and of Flash, and Flash's L2-to-SM bytes, are within {100 * worst:.1f}% of their "
+        f"models (the bar is {100 * fb.BAR:.0f}%): naive MHA {100 * bar['MHA'][0]:+.2f}%, "
+        f"Flash MHA {100 * bar['MHA'][1]:+.2f}%, Flash MHA L2 to SM "
+        f"{100 * bar['MHA'][2]:+.2f}%.",
+    )
+
+
+def test_bytes_dram_reads_compulsory_plus_fixed_cost():
+    ours = [r for r in bytes_rows() if r["model"] is not None and r["case"].impl != "sdpa_flash"]
+    small = [r["dram_read"] - r["model"]["read"] for r in ours if r["case"].n == 64]
+    large = [
+        r["dram"] / (r["model"]["read"] + r["model"]["write"]) - 1
+        for r in ours
+        if r["case"].n == 2048
+    ]
+    assert min(small) > 0 and max(abs(x) for x in large) < 0.06, (small, large)
+    stated(
+        LAB01,
+        f"At N = 2048 every kernel of ours and of naive attention is within "
+        f"{100 * max(abs(x) for x in large):.1f}% of its model. At N = 64 each kernel reads "
+        f"{min(small) / 1024:.0f} to {max(small) / 1024:.0f} KiB more than its model",
+    )
+
+
+def test_bytes_writes_at_l2_match_model():
+    modelled = [r for r in bytes_rows() if r["model"] is not None]
+    exact = [r for r in modelled if r["case"].impl in ("naive", "flash")]
+    assert all(r["l2_write"] == r["model"]["write"] for r in exact), [
+        (r["case"].id, r["l2_write"], r["model"]["write"]) for r in exact
+    ]
+    dec = [r for r in modelled if r["case"].impl in ("decode", "paged")]
+    over = max(r["l2_write"] / r["model"]["write"] - 1 for r in dec)
+    mha64 = next(r for r in dec if r["case"].id == "decode-decode-MHA-64")
+    programs = mha64["case"].b * mha64["case"].hkv
+    assert mha64["l2_write"] - mha64["model"]["write"] == programs * (32 - 4), mha64
+    stated(LAB01, f"The decode kernel writes up to {100 * over:.0f}% more")
+    stated(LAB01, f"(MHA at context 64: {programs} programs x 28 bytes is the whole difference)")
+
+
+def test_bytes_sms_read_the_tiled_model():
+    fl = row("prefill-flash-MHA-2048")
+    tex = bytes_data()["cases"]["prefill-flash-MHA-2048"]["all"][0][
+        "lts__t_sectors_srcunit_tex_op_read.sum"
+    ]
+    assert abs(fl["l2_to_sm"] / fl["model"]["read_tiled"] - 1) < 0.01
+    served = 1 - fl["dram_read"] / fl["l2_to_sm"]
+    stated(
+        LAB01,
+        f"Our Flash kernel at N = 2048 loads {fb.mib(fl['model']['read_tiled'])} MiB of "
+        f"tiles; the crossbar delivers {fb.mib(fl['l2_to_sm'])} MiB from L2 to the SMs "
+        f"(`l1tex__m_xbar2l1tex_read_bytes`), {fl['l2_to_sm'] / fl['dram_read']:.0f} times "
+        f"its DRAM reads: L2 serves {100 * served:.0f}% of the tile loads.",
+    )
+    stated(
+        LAB01,
+        f"`lts__t_sectors_srcunit_tex_op_read`, gives {fb.mib(32 * tex)} MiB for the same kernel",
+    )
+
+
+def test_bytes_tma_box_is_the_one_difference():
+    mg = row("prefill-flash-MiniGPT-64")
+    c, p = mg["case"], bytes_data()["cases"]["prefill-flash-MiniGPT-64"]["params"]
+    box = 2 * c.b * c.hq * (-(-c.nk // p["block_n"]) * p["block_n"] - c.nk) * c.d * 2
+    assert box, "the tiles now divide MiniGPT's sequence: the page's TMA-box bullet is stale"
+    assert mg["l2_to_sm"] - mg["model"]["read_tiled"] == box, (mg, box)
+    stated(LAB01, f"the autotuner chose key tiles of {p['block_n']} rows for {c.nk} keys.")
+    stated(LAB01, f"the crossbar counts {box // 1024} KiB more")
+
+
+def test_bytes_fa2_reads_compulsory_bytes():
+    fa2 = [r for r in bytes_rows() if r["case"].impl == "sdpa_flash" and r["case"].n == 2048]
+    assert all(abs(r["dram_read"] / r["model"]["read"] - 1) < 0.02 for r in fa2)
+    worst = max(abs(r["dram_read"] / r["model"]["read"] - 1) for r in fa2)
+    stated(
+        LAB01,
+        f"**SDPA's FlashAttention-2 reads the compulsory bytes too** (within "
+        f"{100 * worst:.1f}% at N = 2048",
+    )
+    stated(
+        LAB01,
+        f"it stores {fb.mib(fa2[0]['l2_write'])} MiB where O and its lse are "
+        f"{fb.mib(fa2[0]['model']['write'])} MiB",
+    )
+
+
+def test_bytes_warm_naive_stays_in_l2_at_64():
+    naive64 = [r for r in bytes_rows() if r["case"].id == "prefill-naive-MHA-64"]
+    soft = row("prefill-naive-MHA-2048", "softmax")
+    flash_warm = fb.case_totals(bytes_data())["prefill-flash-MHA-2048"]["warm"]
+    assert all(r["warm"] < 4096 for r in naive64)
+    assert soft["warm_read"] > 0.95 * soft["model"]["read"]
+    stated(
+        LAB01, f"its three kernels move {sum(r['warm'] for r in naive64):.0f} bytes of DRAM traffic"
+    )
+    stated(
+        LAB01,
+        f"the softmax reads {fb.mib(soft['warm_read'])} MiB of S from DRAM, warm or "
+        f"not, while Flash reads {flash_warm / 1024:.0f} KiB",
+    )
+
+
+# --- Results: the roofline overlay (data/roofline-overlay-h200.json) ----------------------------
+
+RESULTS = "results.md"
+
+
+def included(anchor: int) -> str:
+    """Where the page includes the overlay's table at `anchor`: its sentences follow."""
+    return f'--8<-- "generated/overlay-n{anchor}.md"'
+
+
+@cache
+def overlay(anchor: int) -> dict:
+    pts, missing = fo.points(json.loads(fo.DATA.read_text()), anchor)
+    assert not missing
+    at = {(p["case"].impl, p["case"].heads): p for p in pts}
+    at["pts"] = pts
+    return at
+
+
+def share(p: dict) -> float:
+    """A measured point's rate over the roof above it."""
+    return p["rate_meas"] / h200_measured().attainable(p["i_meas"], head_dim=p["case"].d)
+
+
+@pytest.mark.parametrize("anchor", fo.ANCHORS)
+def test_overlay_right_fewer_bytes(anchor):
+    at = overlay(anchor)
+    naive, flash = at["naive", "MHA"], at["flash", "MHA"]
+    dec = {h: at["decode", h] for h in ("MHA", "GQA", "MQA")}
+    shift = max(abs(at["paged", h]["i_meas"] / dec[h]["i_meas"] - 1) for h in dec)
+    assert flash["i_meas"] > naive["i_meas"] and shift < 0.01
+    stated(
+        RESULTS,
+        after=included(anchor),
+        text=f"**Right (fewer bytes).** Measured, Flash sits "
+        f"{flash['i_meas'] / naive['i_meas']:.1f} times right of naive attention (MHA: "
+        f"{naive['i_meas']:,.0f} to {flash['i_meas']:,.0f} FLOP/byte; the model says "
+        f"{flash['i_model'] / naive['i_model']:.1f}); in decode, GQA and MQA sit "
+        f"{dec['GQA']['i_meas'] / dec['MHA']['i_meas']:.1f} and "
+        f"{dec['MQA']['i_meas'] / dec['MHA']['i_meas']:.1f} times right of MHA, and each paged "
+        f"point within {100 * shift:.1f}% of its contiguous one",
+    )
+
+
+@pytest.mark.parametrize("anchor", fo.ANCHORS)
+def test_overlay_up(anchor):
+    at = overlay(anchor)
+    naive, flash = at["naive", "MHA"], at["flash", "MHA"]
+    dec = {h: at["decode", h] for h in ("MHA", "GQA", "MQA")}
+    paged = [at["paged", h]["rate_meas"] / dec[h]["rate_meas"] for h in dec]
+    assert flash["rate_meas"] > naive["rate_meas"]
+    stated(
+        RESULTS,
+        after=included(anchor),
+        text=f"**Up.** On the device, Flash runs at "
+        f"{flash['rate_meas'] / naive['rate_meas']:.1f} times naive's FLOP/s; GQA and MQA "
+        f"decode at {dec['GQA']['rate_meas'] / dec['MHA']['rate_meas']:.1f} and "
+        f"{dec['MQA']['rate_meas'] / dec['MHA']['rate_meas']:.1f} times MHA's; paged decode at "
+        f"{min(paged):.2f} to {max(paged):.2f} times contiguous decode.",
+    )
+
+
+def test_overlay_roofs_n64_all_left_of_ridge():
+    pts, roof = overlay(64)["pts"], h200_measured()
+    assert all(p["i_meas"] <= roof.ridge for p in pts)
+    stated(
+        RESULTS,
+        after=included(64),
+        text=f"**Roofs.** Left of the ridge ({roof.ridge:,.0f} FLOP/byte) sit all "
+        f"the points, under the bandwidth roof, at {min(map(share, pts)):.0%} to "
+        f"{max(map(share, pts)):.0%} of it.",
+    )
+
+
+def test_overlay_roofs_n2048_flash_right_of_ridge():
+    pts, roof = overlay(2048)["pts"], h200_measured()
+    compute = [p for p in pts if p["i_meas"] > roof.ridge]
+    memory = [p for p in pts if p["i_meas"] <= roof.ridge]
+    assert {p["case"].impl for p in compute} == {"flash"}
+    stated(
+        RESULTS,
+        after=included(2048),
+        text=f"**Roofs.** Left of the ridge ({roof.ridge:,.0f} FLOP/byte) sit "
+        f"{', '.join(sorted({p['label'] for p in memory}))}, under the bandwidth roof, at "
+        f"{min(map(share, memory)):.0%} to {max(map(share, memory)):.0%} of it; right of it, "
+        f"{', '.join(sorted({p['label'] for p in compute}))}, under the exponential roof "
+        f"(d = 64: {roof.attention_roof(64) / 1e12:,.0f} TFLOP/s), at "
+        f"{min(map(share, compute)):.0%} to {max(map(share, compute)):.0%} of it.",
+    )
+
+
+def test_overlay_flash_gain_at_64_hidden_in_bytes_not_in_time():
+    """At N = 64 halving the bytes buys no time by itself (both far under the bandwidth roof),
+    yet one kernel instead of three is faster on the device, and slower called from Python."""
+    at = overlay(64)
+    naive, flash = at["naive", "MHA"], at["flash", "MHA"]
+    top = max(share(naive), share(flash))
+    dev = naive["device_s"] / flash["device_s"]
+    call = naive["call_s"] / flash["call_s"]
+    assert top < 0.25 and dev > 1.3 and call < 1
+    stated(
+        RESULTS,
+        after=included(64),
+        text=f"(naive and Flash reach at most {top:.0%} of the bandwidth roof, so halving "
+        f"the bytes does not by itself buy time), but not for its time on the device, where "
+        f"Flash takes {dev:.1f} times less ({flash['device_s'] * 1e6:.1f} against "
+        f"{naive['device_s'] * 1e6:.1f} µs)",
+    )
+    stated(
+        RESULTS,
+        after=included(64),
+        text=f"called from Python, Flash is {1 / call:.1f} times slower "
+        f"({flash['call_s'] * 1e6:.0f} against {naive['call_s'] * 1e6:.0f} µs)",
+    )
+
+
+# --- Lab 03 part 2: paged decode on the H200 (data/bench-paged-decode-h200.json) ---------------
+
+LAB03B = "lab/03b-paged-kernels.md"
+
+
+def test_paged_decode_gap_to_cudnn():
+    """Where ours (blocks of 16, graph replay) stands against cuDNN at every shape both ran."""
+    from figures import paged_decode as fp
+
+    idx = fp.index(fp.load()["decode"])
+    shares = [
+        fp.rate(rec) / fp.rate(idx[(*k[:-1], "sdpa_cudnn")])
+        for k, rec in idx.items()
+        if k[-1] == "paged_bs16" and fp.rate(idx.get((*k[:-1], "sdpa_cudnn"))) is not None
+    ]
+    ahead = sum(x >= 1 for x in shares)
+    stated(
+        LAB03B,
+        f"Through the block table with blocks of 16, on CUDA-graph replay, ours "
+        f"reaches {min(shares):.0%} to {max(shares):.0%} of cuDNN's contiguous rate over the "
+        f"{len(shares)} shapes cuDNN ran, and is ahead of it at {ahead} of them.",
+    )
+
+
+def test_paged_decode_eager_time_is_the_hosts():
+    """One eager call measured twice in one run differs; its graph replays agree."""
+    from figures import paged_decode as fp
+
+    data = fp.load()
+    main = next(
+        r
+        for r in data["decode"]
+        if (r["group"], r["b"], r["ctx"], r["impl"]) == ("b1", 1, 32768, "paged_bs16")
+    )
+    split = next(r for r in data["splits"] if (r["b"], r["ctx"]) == (1, 32768) and r["chosen"])
+    assert abs(main["graph_gb_per_s"] / split["graph_gb_per_s"] - 1) < 0.05
+    assert main["gb_per_s"] < 0.8 * main["graph_gb_per_s"]
+    stated(
+        LAB03B,
+        f"The same call (B=1, ctx 32,768, blocks of 16, {split['splits']} splits) "
+        f"measured {main['gb_per_s']:,.0f} GB/s eager in the main table and "
+        f"{split['gb_per_s']:,.0f} in the split sweep of the same run, but "
+        f"{main['graph_gb_per_s']:,.0f} and {split['graph_gb_per_s']:,.0f} from a CUDA graph",
+    )
