@@ -30,7 +30,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from bench.core import environment
-from minimodel import attention_flash
+from minimodel import attention_flash, kernels
 
 ROOT = Path(__file__).resolve().parents[1]
 LOOP = "for start_n in tl.range(lo, hi, BLOCK_N):"
@@ -46,7 +46,7 @@ def kernel_pair(flagged: bool):
     if flagged:
         inner_src = inner_src.replace(LOOP, FLAGGED)
     kernel_src = textwrap.dedent(inspect.getsource(attention_flash._attn_fwd.fn))
-    namespace = {"triton": triton, "tl": tl, "LN2": attention_flash.LN2,
+    namespace = {"triton": triton, "tl": tl, "LN2": kernels.LN2, "key_range": kernels.key_range,
                  "__name__": f"probe_autows_{int(flagged)}"}
     path = Path(tempfile.mkdtemp()) / f"probe_{int(flagged)}.py"  # jit needs a source file
     path.write_text("import triton\nimport triton.language as tl\n\n" + inner_src + "\n\n"

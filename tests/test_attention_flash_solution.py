@@ -8,7 +8,7 @@ import torch
 import triton
 from test_attention_flash import DEVICE, check_against_reference, make_qkv
 
-from minimodel import attention_flash
+from minimodel import attention_flash, kernels
 from minimodel.attention_flash import flash_attention
 
 
@@ -90,7 +90,7 @@ def test_the_padding_past_d_is_never_read():
 @pytest.mark.parametrize(("d", "elem", "width"), [(1, 2, 8), (20, 2, 24), (24, 2, 24),
                                                   (1, 4, 4), (20, 4, 20), (33, 4, 36)])
 def test_padded_width_makes_rows_of_16_bytes(d, elem, width):
-    assert attention_flash._padded_width(d, elem) == width
+    assert kernels.padded_width(d, elem) == width
 
 
 def test_cpu_tensors_need_the_interpreter(monkeypatch):

@@ -29,6 +29,7 @@ from test_paged_attention import (
 )
 
 from minimodel import attention as attention_module
+from minimodel import kernels
 from minimodel import paged_attention as pa  # its internals are looked up when a test runs:
 from minimodel.attention import (  # a learner's module has none
     KernelPagedKVCache,
@@ -73,7 +74,7 @@ def test_the_cpu_tests_split_by_default():
     # Under the interpreter the split is chosen as for a 4-SM GPU, so the default path splits
     # the small contexts of the CPU tests too (and the merge runs).
     if pa.INTERPRET:
-        assert pa._num_sms(torch.device("cpu")) == 4
+        assert kernels.num_sms(torch.device("cpu")) == 4
     assert pa.choose_num_splits(5, 2, 130, 16, 4) > 1  # test_decode_windows' batch
 
 
@@ -110,8 +111,8 @@ def test_the_kernels_write_only_their_own_rows(num_splits, window):
     wl_buf = torch.full((3, hq + 1, num_splits + 1), nan, device=DEVICE)
     out = (o_buf[:, 1 : hq + 1, 4 : d + 4], lse_buf[:, 1 : hq + 1])
     workspace = (w_buf[:, :hq, :num_splits, :d], wl_buf[:, :hq, :num_splits])
-    pa._decode(
-        q, k_pool, v_pool, table, lens_t, paged=True, n_k=0, strides_k=k_pool.stride(),
+    pa._launch_decode(
+        q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
         strides_v=v_pool.stride(), block_size=16, n_kv_heads=hkv, max_context_len=max(lens),
         num_splits=num_splits, window=window, tau=d**-0.5, out=out, workspace=workspace)
     assert not out[0].isnan().any() and not out[1].isnan().any()

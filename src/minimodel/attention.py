@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import torch
 
 from minimodel import paged_attention
-from minimodel.attention_flash import INTERPRET, flash_attention
+from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import MAX_HEAD_DIM as HOPPER_MAX_HEAD_DIM
 from minimodel.attention_flash_hopper import flash_attention_hopper
+from minimodel.kernels import INTERPRET, SUPPORTED_DTYPES, check_forward_only
 from minimodel.minigpt import AttentionFn, MiniGPTConfig
 from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.paged_kv_cache import PagedKVCache
@@ -30,7 +31,6 @@ __all__ = ["KernelPagedKVCache", "attention", "attention_op", "paged_decode", "p
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-checks>>[init]
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_HEAD_DIM = 256
 
 
@@ -55,7 +55,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
              window: int | None, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The kernel for one call, chosen here and nowhere else; (O, lse) for checked inputs."""
     if q.shape[2] == 1:
-        return _decode(q, k, v, window, resolve_scale(scale, q.shape[-1]))
+        return _forward_decode(q, k, v, window, resolve_scale(scale, q.shape[-1]))
     if _hopper_takes(q):  # Lab 02 part 2's schedule where it runs; Lab 02's kernel elsewhere
         return flash_attention_hopper(q, k, v, causal=causal, window=window, scale=scale,
                                       return_lse=True)
@@ -70,8 +70,8 @@ def _hopper_takes(q: torch.Tensor) -> bool:
             and torch.cuda.get_device_capability(q.device)[0] == 9)
 
 
-def _decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
-            tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
+                    tau: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One query row per (sequence, head): the decode kernel on the cache (B, Hkv, Nk, d) in
     place. A head dim the kernel does not take (it takes multiples of 8 in [16, 256]) is
     zero-padded up to one, which copies q, k and v."""
@@ -136,12 +136,7 @@ def attention(
     same checks and kernels without the op's dispatch.
     """
     _check_call(q, k, v, causal, window, scale)
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise ValueError(
-            "minimodel.attention is forward-only (its kernels have no backward pass): its output "
-            "would carry no gradient. Call it under torch.no_grad() or on tensors that do not "
-            "require grad"
-        )
+    check_forward_only("minimodel.attention", q, k, v, why="its kernels have no backward pass")
     # The op's schema types window as an int64 (and would turn a bool into an int): the bool is
     # refused above, and a window past any key count, which changes nothing, is cut to 2^62 (a
     # host int, not Nk: under torch.compile Nk may be symbolic; the kernels cut it to Nk).

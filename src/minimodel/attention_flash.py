@@ -5,21 +5,25 @@ softmax, S and P never reach device memory.
 Tangled from docs/lab/02-flash-triton.md; edit the page, not this file.
 """
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from minimodel.kernels import (
+    INTERPRET,
+    LN2,
+    LOG2E,
+    SUPPORTED_DTYPES,
+    check_forward_only,
+    key_range,
+    padded_width,
+    tma_layout,
+    tma_strides,
+)
 from minimodel.reference import check_attention_inputs, check_mask_args, resolve_scale
 
 __all__ = ["flash_attention"]
-
-# Read when this module is imported, like triton itself reads it: set it before importing.
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
-LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-inner-loop>>[init]
 @triton.jit
@@ -81,22 +85,8 @@ def _attn_fwd(
     offs_m = i0 + tl.arange(0, BLOCK_M)
     shift = n_k - n_q  # query i stands at key position pos_i = i + shift
 
-    # The key range [lo, hi) this tile visits, and inside it the interior [full_lo, full_hi)
-    # where every pair is visible to every row. Every run boundary is tile-aligned or equal to hi.
-    lo = 0
-    full_lo = 0
-    hi = n_k
-    full_hi = n_k // BLOCK_N * BLOCK_N
-    if CAUSAL:
-        pos_first = i0 + shift
-        pos_last = i0 + BLOCK_M - 1 + shift
-        hi = tl.maximum(tl.minimum(n_k, pos_last + 1), 0)  # keys past pos_last: invisible to all
-        if WINDOWED:
-            lo = tl.maximum(0, pos_first - window + 1) // BLOCK_N * BLOCK_N
-            full_lo = tl.maximum(0, pos_last - window + 1)
-            full_lo = tl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, tl.maximum(hi, lo))
-        full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
-        full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
+    _, lo, full_lo, full_hi, hi = key_range(i0, n_q, n_k, window, BLOCK_M, BLOCK_N, CAUSAL,
+                                            WINDOWED)
 
     m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)  # running max m'_i (base-2 units)
     l_i = tl.zeros([BLOCK_M], tl.float32)  # running sum l_i
@@ -190,16 +180,8 @@ _attn_fwd_tuned = triton.autotune(
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-validate>>[init]
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-
-
 def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: int) -> None:
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise ValueError(
-            "flash_attention is forward-only (the backward pass is out of scope): its output "
-            "would carry no gradient. Call it under torch.no_grad() or on tensors that do not "
-            "require grad"
-        )
+    check_forward_only("flash_attention", q, k, v, why="the backward pass is out of scope")
     if q.dtype not in SUPPORTED_DTYPES:
         raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
     if INTERPRET:
@@ -226,40 +208,10 @@ def _check_kernel_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
         raise ValueError(f"head_dim must be in [1, 256], got d={d}")
 
 
-def _padded_width(d: int, elem: int) -> int:
-    """d rounded up so that a row of it fills a multiple of 16 bytes (the TMA's stride unit)."""
-    per = 16 // elem
-    return (d + per - 1) // per * per
-
-
-def _tma_ready(t: torch.Tensor) -> bool:
-    """Whether the TMA can read t in place: unit stride along head_dim, 16-byte multiples for
-    the other strides, a 16-byte aligned start. A dimension of size 1 is never stepped along, so
-    its stride does not matter (`_descriptor` gives it an aligned one)."""
-    elem = t.element_size()
-    strides_ok = all(s * elem % 16 == 0 for s, n in zip(t.stride()[:-1], t.shape[:-1], strict=True)
-                     if n > 1)
-    return (t.stride(-1) == 1 or t.shape[-1] == 1) and strides_ok and t.data_ptr() % 16 == 0
-
-
-def _tma_layout(t: torch.Tensor) -> torch.Tensor:
-    """t itself if the TMA can read it in place; else a copy the TMA can read: the first d
-    columns of a contiguous buffer whose rows are padded with zeros to a 16-byte multiple."""
-    if _tma_ready(t):
-        return t
-    d = t.shape[-1]
-    buf = t.new_zeros((*t.shape[:-1], _padded_width(d, t.element_size())))
-    buf[..., :d] = t
-    return buf[..., :d]
-
-
 def _descriptor(t: torch.Tensor, head_dim: int) -> TensorDescriptor:
-    """A (B, H, N, d) descriptor of a `_tma_ready` tensor; the tile spans head_dim >= d columns,
+    """A (B, H, N, d) descriptor of a `tma_ready` tensor; the tile spans head_dim >= d columns,
     and the TMA fills the columns past d with zeros (and drops them on a store)."""
-    aligned = _padded_width(t.shape[-1], t.element_size())  # for dimensions of size 1
-    strides = [s if n > 1 else aligned for s, n in zip(t.stride(), t.shape, strict=True)]
-    strides[-1] = 1
-    return TensorDescriptor(t, list(t.shape), strides, [1, 1, 16, head_dim])  # tile set per config
+    return TensorDescriptor(t, list(t.shape), tma_strides(t), [1, 1, 16, head_dim])  # tile: config
 # ~/~ end
 
 
@@ -302,10 +254,10 @@ def flash_attention(
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d, whatever the padding
     _check_kernel_inputs(q, k, v, d)
-    q, k, v = (_tma_layout(t) for t in (q, k, v))  # in place where the TMA can read them
+    q, k, v = (tma_layout(t) for t in (q, k, v))  # in place where the TMA can read them
     head_dim = max(16, triton.next_power_of_2(d))  # the tile's width; TMA zero-fills d..head_dim
 
-    width = _padded_width(d, q.element_size())  # d itself unless a row of d is off 16 bytes
+    width = padded_width(d, q.element_size())  # d itself unless a row of d is off 16 bytes
     o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)[..., :d]
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
     grid = lambda meta: (triton.cdiv(nq, meta["BLOCK_M"]), b * hq)

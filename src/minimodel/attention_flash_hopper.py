@@ -21,12 +21,53 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 
-from minimodel.attention_flash import INTERPRET, LOG2E, _padded_width, _tma_layout
+from minimodel.kernels import (
+    INTERPRET,
+    LN2,
+    LOG2E,
+    check_forward_only,
+    num_sms,
+    padded_width,
+    tma_layout,
+    tma_strides,
+)
 from minimodel.reference import check_attention_inputs, check_mask_args, resolve_scale
 
 __all__ = ["flash_attention_hopper"]
 
-LN2 = gl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-key-range>>[init]
+@gluon.jit
+def _key_range(i0, n_q, n_k, window, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+               CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+    """kernels.key_range in Gluon: (lo_seen, lo, full_lo, full_hi, hi) of query rows
+    [i0, i0 + BLOCK_M)."""
+    shift = n_k - n_q  # query i stands at key position pos_i = i + shift
+    lo_seen = 0
+    lo = 0
+    full_lo = 0
+    hi = n_k
+    full_hi = n_k // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        pos_first = i0 + shift
+        pos_last = i0 + BLOCK_M - 1 + shift
+        hi = gl.maximum(gl.minimum(n_k, pos_last + 1), 0)  # keys past pos_last: invisible to all
+        if WINDOWED:
+            lo_seen = gl.maximum(0, pos_first - window + 1)
+            lo = lo_seen // BLOCK_N * BLOCK_N
+            full_lo = gl.maximum(0, pos_last - window + 1)
+            full_lo = gl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, gl.maximum(hi, lo))
+        full_hi = gl.maximum(gl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
+        full_hi = gl.minimum(gl.maximum(full_hi, full_lo), gl.maximum(hi, full_lo))
+    return lo_seen, lo, full_lo, full_hi, hi
+
+
+@gluon.jit
+def _phase(count, STAGES: gl.constexpr):
+    """The phase to wait for at the count-th use of a ring of STAGES slots (slot count % STAGES):
+    the slot has completed count // STAGES rounds before, so the parity of that count."""
+    return (count // STAGES) & 1
+# ~/~ end
+
 
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-work-item>>[init]
 @gluon.jit
@@ -45,22 +86,9 @@ def _work_item(item, n_m, n_q, n_k, n_heads, group, window,
     off_h = off_bh % n_heads
     off_hkv = off_h // group  # GQA: query head h reads kv head h // (Hq / Hkv)
     i0 = start_m * BLOCK_M
-    shift = n_k - n_q  # query i stands at key position pos_i = i + shift
-    # The same bounds as part 1's kernel (flash-fwd-kernel), for the whole 128-row tile.
-    lo = 0
-    full_lo = 0
-    hi = n_k
-    full_hi = n_k // BLOCK_N * BLOCK_N
-    if CAUSAL:
-        pos_first = i0 + shift
-        pos_last = i0 + BLOCK_M - 1 + shift
-        hi = gl.maximum(gl.minimum(n_k, pos_last + 1), 0)
-        if WINDOWED:
-            lo = gl.maximum(0, pos_first - window + 1) // BLOCK_N * BLOCK_N
-            full_lo = gl.maximum(0, pos_last - window + 1)
-            full_lo = gl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, gl.maximum(hi, lo))
-        full_hi = gl.maximum(gl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
-        full_hi = gl.minimum(gl.maximum(full_hi, full_lo), gl.maximum(hi, full_lo))
+    # The same bounds as part 1's kernel (kernels.key_range), for the whole 128-row tile.
+    _, lo, full_lo, full_hi, hi = _key_range(i0, n_q, n_k, window, BLOCK_M, BLOCK_N, CAUSAL,
+                                             WINDOWED)
     n_tiles = gl.maximum(hi - lo + BLOCK_N - 1, 0) // BLOCK_N
     return off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles
 # ~/~ end
@@ -89,7 +117,7 @@ def _loader(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_
                                             q_smem.index(1))
             for t in range(n_tiles):
                 slot = kv % STAGES
-                before = ((kv // STAGES) & 1) ^ 1  # the phase before this round's
+                before = _phase(kv, STAGES) ^ 1  # the phase before this round's
                 start_n = lo + t * BLOCK_N
                 mbarrier.wait(k_empty.index(slot), before)  # K_{j-STAGES} is multiplied
                 mbarrier.expect(k_ready.index(slot), desc_k.block_type.nbytes)
@@ -169,7 +197,7 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
             if n_tiles > 0:
                 # prologue: S_0 = Q K_0^T, then its softmax
                 slot = kv % STAGES
-                mbarrier.wait(k_ready.index(slot), (kv // STAGES) & 1)
+                mbarrier.wait(k_ready.index(slot), _phase(kv, STAGES))
                 k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
                 s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)
                 s = warpgroup_mma_wait(0, deps=[s])
@@ -184,10 +212,10 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
                     if PINGPONG:  # issue only in this warpgroup's turn
                         mbarrier.wait(turn.index(WG), turn_phase)
                         turn_phase ^= 1
-                    mbarrier.wait(k_ready.index(nxt), ((kv + t + 1) // STAGES) & 1)
+                    mbarrier.wait(k_ready.index(nxt), _phase(kv + t + 1, STAGES))
                     k_t = k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
                     s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)  # S_{t+1}
-                    mbarrier.wait(v_ready.index(cur), ((kv + t) // STAGES) & 1)
+                    mbarrier.wait(v_ready.index(cur), _phase(kv + t, STAGES))
                     v_t = v_smem.index(cur).reshape([BLOCK_N, HEAD_DIM])
                     acc = warpgroup_mma(p, v_t, acc, is_async=True)  # acc += P~_t V_t
                     if PINGPONG:
@@ -203,7 +231,7 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
                     p = gl.convert_layout(p_tilde.to(dtype), p_layout)
                 mbarrier.arrive(q_empty)  # the item's last S is done: the next Q may load
                 last = (kv + n_tiles - 1) % STAGES
-                mbarrier.wait(v_ready.index(last), ((kv + n_tiles - 1) // STAGES) & 1)
+                mbarrier.wait(v_ready.index(last), _phase(kv + n_tiles - 1, STAGES))
                 v_t = v_smem.index(last).reshape([BLOCK_N, HEAD_DIM])
                 acc = warpgroup_mma(p, v_t, acc, is_async=True)
                 acc, p = warpgroup_mma_wait(0, deps=[acc, p])
@@ -300,12 +328,7 @@ _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 
 def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: int) -> None:
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v)):
-        raise ValueError(
-            "flash_attention_hopper is forward-only (the backward pass is out of scope): its "
-            "output would carry no gradient. Call it under torch.no_grad() or on tensors that do "
-            "not require grad"
-        )
+    check_forward_only("flash_attention_hopper", q, k, v, why="the backward pass is out of scope")
     if q.dtype not in _GL_DTYPES:
         raise ValueError(f"dtype {q.dtype} is not supported by flash_attention_hopper: use "
                          "float16 or bfloat16 (flash_attention also takes float32)")
@@ -329,10 +352,7 @@ def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
 
 def _descriptor(t: torch.Tensor, rows: int, head_dim: int) -> GluonTensorDescriptor:
     """A (B, H, N, d) descriptor of a TMA-ready tensor with a (1, 1, rows, head_dim) tile."""
-    aligned = _padded_width(t.shape[-1], t.element_size())  # for dimensions of size 1
-    strides = [s if n > 1 else aligned for s, n in zip(t.stride(), t.shape, strict=True)]
-    strides[-1] = 1
-    return GluonTensorDescriptor(t, list(t.shape), strides, [1, 1, rows, head_dim],
+    return GluonTensorDescriptor(t, list(t.shape), tma_strides(t), [1, 1, rows, head_dim],
                                  _tile_layout(rows, head_dim, t.dtype))
 
 
@@ -341,9 +361,6 @@ def _tile_layout(rows: int, head_dim: int, dtype: torch.dtype) -> gl.NVMMAShared
     """The shared-memory layout of a (1, 1, rows, head_dim) tile: built once per tile shape and
     dtype, as building it costs more host time than the rest of a descriptor."""
     return gl.NVMMASharedLayout.get_default_for([1, 1, rows, head_dim], _GL_DTYPES[dtype])
-
-
-_NUM_SMS: dict[int, int] = {}
 
 
 def flash_attention_hopper(
@@ -379,19 +396,16 @@ def flash_attention_hopper(
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d
     _check_hopper_inputs(q, k, v, d)
-    q, k, v = (_tma_layout(t) for t in (q, k, v))
+    q, k, v = (tma_layout(t) for t in (q, k, v))
     head_dim = 64 if d <= 64 else 128  # the tile's width; the TMA zero-fills d..head_dim
 
-    width = _padded_width(d, q.element_size())
+    width = padded_width(d, q.element_size())
     o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)[..., :d]
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
     n_m = triton.cdiv(nq, BLOCK_M)
     n_items = n_m * b * hq
-    dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    if dev not in _NUM_SMS:
-        _NUM_SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
     pairs = triton.cdiv(n_items, 2)
-    grid = (min(pairs, _NUM_SMS[dev]) if persistent else pairs,)
+    grid = (min(pairs, num_sms(q.device)) if persistent else pairs,)
     _attn_fwd_ws[grid](
         _descriptor(q, BLOCK_M // 2, head_dim), _descriptor(k, BLOCK_N, head_dim),
         _descriptor(v, BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim), lse,

@@ -6,23 +6,27 @@ reading K and V through a block table.
 Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 """
 
-import functools
-import os
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
+from minimodel.kernels import (
+    INTERPRET,
+    LN2,
+    LOG2E,
+    SUPPORTED_DTYPES,
+    check_forward_only,
+    check_int,
+    key_range,
+    num_sms,
+)
 from minimodel.reference import check_mask_args, resolve_scale
 
 __all__ = ["ERR_BAD_ENTRY", "ERR_BAD_LENGTH", "ERR_BAD_QUERY_START", "choose_num_splits",
            "paged_decode", "paged_prefill"]
 
-# Read when this module is imported, like triton itself reads it: set it before importing.
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
-LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2
 # The bits of the fast path's error flags (see `paged_decode`), and the kernels' copies of them.
 ERR_BAD_ENTRY = 1  # a table entry a sequence reads lies outside the pool
 ERR_BAD_LENGTH = 2  # a context length outside [0, max_blocks * block_size]
@@ -289,23 +293,10 @@ def _paged_prefill_tile(
     p_i = offs_m + shift
 
     # The key range [lo, hi) this tile visits, the interior [full_lo, full_hi) where every pair is
-    # visible, and [lo_seen, hi_seen): keys some row of the tile sees (the only ones loaded).
-    lo = 0
-    lo_seen = 0
-    full_lo = 0
-    hi = n_k
-    full_hi = n_k // BLOCK_N * BLOCK_N
-    if CAUSAL:
-        p_first = m0 + shift
-        p_last = m0 + BLOCK_M - 1 + shift
-        hi = tl.maximum(tl.minimum(n_k, p_last + 1), 0)
-        if WINDOWED:
-            lo_seen = tl.maximum(0, p_first - window + 1)
-            lo = lo_seen // BLOCK_N * BLOCK_N
-            full_lo = tl.maximum(0, p_last - window + 1)
-            full_lo = tl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, tl.maximum(hi, lo))
-        full_hi = tl.maximum(tl.minimum(n_k, p_first + 1), 0) // BLOCK_N * BLOCK_N
-        full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
+    # visible, and [lo_seen, hi_seen): keys some row of the tile sees (the only ones loaded). The
+    # same bounds as Lab 02's kernel: one helper, minimodel.kernels.key_range.
+    lo_seen, lo, full_lo, full_hi, hi = key_range(m0, n_q, n_k, window, BLOCK_M, BLOCK_N, CAUSAL,
+                                                  WINDOWED)
     hi_seen = hi
     # The interior loads without masks: its entries are checked first. If one lies outside the
     # pool, the whole range goes through the masked run, which refuses it key by key.
@@ -469,26 +460,11 @@ def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: in
     tiles = triton.cdiv(max(context_len, 1), block_n)
     return max(1, min(triton.cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
 
-
-@functools.cache
-def _num_sms(device: torch.device) -> int:
-    if INTERPRET:
-        return 4  # the interpreter has no SMs: split as for a small GPU, so the tests split too
-    return torch.cuda.get_device_properties(device).multi_processor_count
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-validate>>[init]
-SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's first and second axes
-
-
-def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (
-            hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
-    return value
 
 
 def _check_tensor(name: str, t: object, rank: int, shape_doc: str) -> torch.Tensor:
@@ -505,9 +481,7 @@ def _check_device_and_dtype(q: torch.Tensor, *others: torch.Tensor) -> None:
     if any(t.device != q.device for t in others):
         raise ValueError("q, the pools, block_tables and context_lens must be on one device, got "
                          + ", ".join(str(t.device) for t in (q, *others)))
-    if torch.is_grad_enabled() and any(t.requires_grad for t in (q, *others)):
-        raise ValueError("paged attention is forward-only: call it under torch.no_grad() or on "
-                         "tensors that do not require grad (q or a pool requires grad)")
+    check_forward_only("paged attention", q, *others, why="q or a pool requires grad")
     if INTERPRET:
         if q.dtype == torch.bfloat16:
             raise ValueError("bfloat16 is refused under TRITON_INTERPRET=1: Triton's interpreter "
@@ -673,9 +647,9 @@ def paged_decode(
     tau = resolve_scale(scale, d)
     capacity = block_tables.shape[1] * block_size
     if num_splits is not None:
-        _check_int("num_splits", num_splits, 1, MAX_SPLITS)
+        check_int("num_splits", num_splits, 1, MAX_SPLITS)
     if max_context_len is not None:
-        _check_int("max_context_len", max_context_len, 0, capacity)
+        check_int("max_context_len", max_context_len, 0, capacity)
     if b == 0 or hq == 0:  # nothing to compute (and no data to check)
         o = torch.empty_like(q)
         lse = torch.empty((b, hq), dtype=torch.float32, device=q.device)
@@ -683,10 +657,11 @@ def paged_decode(
     if max_context_len is None:  # the checked path: one sync
         max_context_len = _check_data(block_tables, context_lens, k_pool.shape[0], block_size,
                                       window, total_q=b)
-    o, lse = _decode(q, k_pool, v_pool, block_tables, context_lens, paged=True, n_k=0,
-                     strides_k=k_pool.stride(), strides_v=v_pool.stride(), block_size=block_size,
-                     n_kv_heads=hkv, max_context_len=max_context_len, num_splits=num_splits,
-                     window=window, tau=tau, error_flags=error_flags)
+    o, lse = _launch_decode(q, k_pool, v_pool, block_tables, context_lens, n_k=0,
+                            strides_k=k_pool.stride(), strides_v=v_pool.stride(),
+                            block_size=block_size, n_kv_heads=hkv,
+                            max_context_len=max_context_len, num_splits=num_splits,
+                            window=window, tau=tau, error_flags=error_flags)
     return (o, lse) if return_lse else o
 # ~/~ end
 
@@ -707,24 +682,27 @@ def decode_contiguous(
     _check_device_and_dtype(q, k, v)
     _check_head_dim(q.shape[-1])
     if num_splits is not None:
-        _check_int("num_splits", num_splits, 1, MAX_SPLITS)
+        check_int("num_splits", num_splits, 1, MAX_SPLITS)
     n_k = k.shape[2]
     # pool strides (block, slot, head, d) of the contiguous layout (B, Hkv, N, d)
     sk = (k.stride(0), k.stride(2), k.stride(1), k.stride(3))
     sv = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
-    return _decode(q, k, v, q, q, paged=False, n_k=n_k, strides_k=sk, strides_v=sv,
-                   block_size=16, n_kv_heads=k.shape[1], max_context_len=n_k,
-                   num_splits=num_splits, window=window, tau=tau)
+    return _launch_decode(q, k, v, None, None, n_k=n_k, strides_k=sk, strides_v=sv,
+                          block_size=16, n_kv_heads=k.shape[1], max_context_len=n_k,
+                          num_splits=num_splits, window=window, tau=tau)
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
-def _decode(q, k, v, block_tables, context_lens, *, paged, n_k, strides_k, strides_v, block_size,
-            n_kv_heads, max_context_len, num_splits, window, tau, out=None, workspace=None,
-            error_flags=None):
-    """Launch the decode kernel (and the merge when the context is split). `out` = (O, lse) and
-    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given
-    preallocated (as a CUDA graph needs); they are allocated here otherwise."""
+def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strides_v,
+                   block_size, n_kv_heads, max_context_len, num_splits, window, tau, out=None,
+                   workspace=None, error_flags=None):
+    """Launch the decode kernel (and the merge when the context is split): through the block
+    table and context lengths when they are given, else on a contiguous cache of n_k keys per
+    sequence (block_tables = context_lens = None). `out` = (O, lse) and `workspace` = (O_u
+    (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given preallocated (as a CUDA
+    graph needs); they are allocated here otherwise."""
+    paged = block_tables is not None
     b, hq, d = q.shape
     head_dim = max(16, triton.next_power_of_2(d))
     cfg = decode_config(head_dim, q.element_size())
@@ -732,7 +710,7 @@ def _decode(q, k, v, block_tables, context_lens, *, paged, n_k, strides_k, strid
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     if num_splits is None:
-        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, _num_sms(q.device))
+        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device))
     split_len = triton.cdiv(triton.cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     group = hq // n_kv_heads
     if out is None:
@@ -754,8 +732,9 @@ def _decode(q, k, v, block_tables, context_lens, *, paged, n_k, strides_k, strid
         tables = (block_tables.stride(0), block_tables.stride(1), context_lens.stride(0))
         num_blocks = k.shape[0]
         capacity = min(block_tables.shape[1] * block_size, 2**31 - 1)
-    else:
+    else:  # PAGED=False never reads the table or the lengths: q stands in for both pointers
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
+        block_tables = context_lens = q
     flags = error_flags if error_flags is not None else o  # never written without HAS_ERR
     _paged_decode_fwd[(b * n_kv_heads, num_splits)](
         q, k, v, block_tables, context_lens, o_dst, lse_dst, flags,
@@ -834,7 +813,7 @@ def paged_prefill(
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)
     if max_query_len is not None:
-        _check_int("max_query_len", max_query_len, 0, total_q)
+        check_int("max_query_len", max_query_len, 0, total_q)
     if hq == 0:
         o, lse = torch.empty_like(q), torch.empty((total_q, 0), device=q.device)
         return (o, lse) if return_lse else o

@@ -16,7 +16,7 @@ from minimodel.reference import check_mask_args
 __all__ = [
     "LayerCosts", "arithmetic_intensity", "attention_flops", "attention_min_bytes",
     "decode_bytes", "decoder_layer_costs", "flash_attention_bytes", "flash_forward_bytes",
-    "kv_cache_bytes", "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops",
+    "key_range", "kv_cache_bytes", "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops",
     "naive_attention_bytes", "naive_attention_bytes_per_kernel", "paged_decode_bytes",
     "visible_pairs",
 ]
@@ -130,14 +130,32 @@ def _flash_key_rows(i0: int, nq: int, nk: int, block_m: int, block_n: int | None
     """Key rows that the query tile starting at row i0 loads: Lab 02's [lo, hi), in whole tiles."""
     if not causal:
         return nk
-    shift = nk - nq  # query i stands at key position pos_i = i + shift
-    pos_first, pos_last = i0 + shift, i0 + block_m - 1 + shift
-    hi = max(min(nk, pos_last + 1), 0)  # keys past pos_last: invisible to the whole tile
-    lo = 0 if window is None else max(0, pos_first - window + 1) // block_n * block_n
+    _, lo, _, _, hi = key_range(i0, nq, nk, window, block_m, block_n, causal=True)
     if hi <= lo:
         return 0  # every row of the tile sees nothing (Nq > Nk): Q read, zeros written
     tiles = -(-(hi - lo) // block_n)  # the last tile is loaded whole, cut only at nk
     return min(lo + tiles * block_n, nk) - lo
+
+
+def key_range(i0: int, nq: int, nk: int, window: int | None, block_m: int, block_n: int, *,
+              causal: bool) -> tuple[int, int, int, int, int]:
+    """The Python twin of the kernels' key range (minimodel.kernels.key_range): for query rows
+    [i0, i0 + block_m), (lo_seen, lo, full_lo, full_hi, hi), masks aligned bottom-right."""
+    shift = nk - nq  # query i stands at key position pos_i = i + shift
+    lo_seen = lo = full_lo = 0
+    hi = nk
+    full_hi = nk // block_n * block_n
+    if causal:
+        pos_first, pos_last = i0 + shift, i0 + block_m - 1 + shift
+        hi = max(min(nk, pos_last + 1), 0)  # keys past pos_last: invisible to the whole tile
+        if window is not None:
+            lo_seen = max(0, pos_first - window + 1)
+            lo = lo_seen // block_n * block_n
+            full_lo = max(0, pos_last - window + 1)
+            full_lo = min((full_lo + block_n - 1) // block_n * block_n, max(hi, lo))
+        full_hi = max(min(nk, pos_first + 1), 0) // block_n * block_n
+        full_hi = min(max(full_hi, full_lo), max(hi, full_lo))
+    return lo_seen, lo, full_lo, full_hi, hi
 # ~/~ end
 
 

@@ -1,0 +1,127 @@
+# ~/~ begin <<docs/gpu-primer.md#src/minimodel/kernels.py>>[init]
+"""What the kernel modules share: the interpreter switch, constants, dtypes, input checks, the SM
+count, the TMA's layout helpers and the key range of a query tile (Triton's; the Gluon kernel has
+its twin, the byte model its Python copy).
+
+Tangled from docs/gpu-primer.md (the TMA helpers and the key range from
+docs/lab/02-flash-triton.md); edit the pages, not this file.
+"""
+
+import functools
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "check_forward_only", "check_int",
+           "key_range", "num_sms", "padded_width", "tma_layout", "tma_ready", "tma_strides"]
+
+# ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
+# Read when this module is imported, like triton itself reads it: set it before importing.
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
+LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2; Gluon's constexpr is this one
+SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # of the Triton kernels
+# ~/~ end
+
+
+# ~/~ begin <<docs/gpu-primer.md#kernels-checks>>[init]
+def check_forward_only(what: str, *tensors: torch.Tensor, why: str) -> None:
+    """Refuse inputs that require grad while grad is enabled: `what` has no backward pass."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        raise ValueError(
+            f"{what} is forward-only ({why}): its output would carry no gradient. Call it under "
+            "torch.no_grad() or on tensors that do not require grad"
+        )
+
+
+def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
+    """value if it is an int (not a bool) in [lo, hi] (hi=None: no upper bound); else ValueError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (
+            hi is not None and value > hi):
+        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
+    return value
+
+
+def num_sms(device: torch.device) -> int:
+    """The SM count of a CUDA device, read once per device; 4 under the interpreter."""
+    if INTERPRET:
+        return 4  # the interpreter has no SMs: split as for a small GPU, so the tests split too
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _sm_count(index)
+
+
+@functools.cache
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#kernels-tma>>[init]
+def padded_width(d: int, elem: int) -> int:
+    """d rounded up so that a row of it fills a multiple of 16 bytes (the TMA's stride unit)."""
+    per = 16 // elem
+    return (d + per - 1) // per * per
+
+
+def tma_ready(t: torch.Tensor) -> bool:
+    """Whether the TMA can read t in place: unit stride along head_dim, 16-byte multiples for
+    the other strides, a 16-byte aligned start. A dimension of size 1 is never stepped along, so
+    its stride does not matter (`tma_strides` gives it an aligned one)."""
+    elem = t.element_size()
+    strides_ok = all(s * elem % 16 == 0 for s, n in zip(t.stride()[:-1], t.shape[:-1], strict=True)
+                     if n > 1)
+    return (t.stride(-1) == 1 or t.shape[-1] == 1) and strides_ok and t.data_ptr() % 16 == 0
+
+
+def tma_layout(t: torch.Tensor) -> torch.Tensor:
+    """t itself if the TMA can read it in place; else a copy the TMA can read: the first d
+    columns of a contiguous buffer whose rows are padded with zeros to a 16-byte multiple."""
+    if tma_ready(t):
+        return t
+    d = t.shape[-1]
+    buf = t.new_zeros((*t.shape[:-1], padded_width(d, t.element_size())))
+    buf[..., :d] = t
+    return buf[..., :d]
+
+
+def tma_strides(t: torch.Tensor) -> list[int]:
+    """The strides a descriptor of a `tma_ready` t is given: t's own, with an aligned stride for
+    each dimension of size 1 (never stepped along) and 1 along head_dim."""
+    aligned = padded_width(t.shape[-1], t.element_size())
+    strides = [s if n > 1 else aligned for s, n in zip(t.stride(), t.shape, strict=True)]
+    strides[-1] = 1
+    return strides
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/02-flash-triton.md#kernels-key-range>>[init]
+@triton.jit
+def key_range(i0, n_q, n_k, window, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              CAUSAL: tl.constexpr, WINDOWED: tl.constexpr):
+    """The keys that query rows [i0, i0 + BLOCK_M) visit, masks aligned bottom-right: returns
+    (lo_seen, lo, full_lo, full_hi, hi). [lo, hi) is the range in whole tiles, lo_seen <= hi the
+    first key some row sees, [full_lo, full_hi) the interior where every pair is visible to
+    every row. Every run boundary is tile-aligned or equal to hi."""
+    shift = n_k - n_q  # query i stands at key position pos_i = i + shift
+    lo_seen = 0
+    lo = 0
+    full_lo = 0
+    hi = n_k
+    full_hi = n_k // BLOCK_N * BLOCK_N
+    if CAUSAL:
+        pos_first = i0 + shift
+        pos_last = i0 + BLOCK_M - 1 + shift
+        hi = tl.maximum(tl.minimum(n_k, pos_last + 1), 0)  # keys past pos_last: invisible to all
+        if WINDOWED:
+            lo_seen = tl.maximum(0, pos_first - window + 1)
+            lo = lo_seen // BLOCK_N * BLOCK_N
+            full_lo = tl.maximum(0, pos_last - window + 1)
+            full_lo = tl.minimum((full_lo + BLOCK_N - 1) // BLOCK_N * BLOCK_N, tl.maximum(hi, lo))
+        full_hi = tl.maximum(tl.minimum(n_k, pos_first + 1), 0) // BLOCK_N * BLOCK_N
+        full_hi = tl.minimum(tl.maximum(full_hi, full_lo), tl.maximum(hi, full_lo))
+    return lo_seen, lo, full_lo, full_hi, hi
+# ~/~ end
+# ~/~ end
