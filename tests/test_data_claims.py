@@ -510,3 +510,132 @@ def test_bench_hopper_against_cudnn_over_grid():
         f"Hopper at {behind} by more than the noise floor, minimodel Hopper faster at {ahead}, "
         f"and the other {both - behind - ahead} are ties.",
     )
+
+
+# --- Theory 02: the config sweep and the exponential roof (data/flash-config-sweep-h200.json) --
+
+THEORY02 = "theory/02-flash-attention.md"
+
+
+@cache
+def flash_sweep() -> list[tuple[tuple, dict, tuple, float]]:
+    """(shape, its runs, the winning config, its TFLOP/s) for every shape of the sweep."""
+    from figures import flash as ff
+
+    out = []
+    for key, impls in ff.sweep().items():
+        runs = impls["minimodel"]
+        best_cfg = max(runs, key=lambda c: runs[c]["tflops"])
+        out.append((key, impls, best_cfg, runs[best_cfg]["tflops"]))
+    return out
+
+
+def test_flash_sweep_winners_between_fa2_and_cudnn():
+    """Every winner beats SDPA's FlashAttention-2, trails cuDNN, and reaches between half and
+    two thirds of the measured matmul rate."""
+    from figures import flash as ff
+
+    peak = ff.measured_ceilings()["peak_flops"]
+    for key, impls, _, best in flash_sweep():
+        assert impls["sdpa_flash"]["tflops"] < best < impls["sdpa_cudnn"]["tflops"], key
+        assert 0.45 < best * 1e12 / peak < 2 / 3, key
+
+
+def test_flash_sweep_bm64_winners_need_l2_reuse():
+    """A winner with BLOCK_M = 64 would need more than the measured copy bandwidth from HBM if
+    no tile were reused: the re-reads of K and V came from the L2."""
+    from figures import flash as ff
+
+    bandwidth = ff.measured_ceilings()["bandwidth"]
+    for key, impls, c, _ in flash_sweep():
+        if c[0] == 64:
+            assert ff.no_reuse_rate(key, c, impls["minimodel"][c]["ms"]) > bandwidth, key
+
+
+def test_flash_sweep_two_blocks_per_sm_win():
+    """Every winner leaves room for two blocks per SM in shared memory; with 4 warps the best
+    variant (stages) of a tile with room for two beats the best with room for one by 5-40%."""
+    from collections import defaultdict
+
+    from figures import flash as ff
+
+    slowdowns = []
+    for key, impls, c, _ in flash_sweep():
+        d = key[0]
+        assert ff.blocks_by_smem(ff.smem(d, *c[:2], c[3])) >= 2, key
+        by_tile: dict[tuple, dict[bool, float]] = defaultdict(dict)
+        for (bm, bn, warps, stages), r in impls["minimodel"].items():
+            two = ff.blocks_by_smem(ff.smem(d, bm, bn, stages)) >= 2
+            slot = by_tile[(bm, bn, warps)]
+            slot[two] = max(slot.get(two, 0.0), r["tflops"])
+        slowdowns += [
+            1 - rates[False] / rates[True]
+            for (_, _, warps), rates in by_tile.items()
+            if warps == 4 and len(rates) == 2
+        ]
+    assert 0.05 < min(slowdowns) and max(slowdowns) < 0.40, slowdowns
+
+
+def test_flash_sweep_d128_four_warps_on_128x128_slowest():
+    """At d = 128, 4 warps on a 128 x 128 tile (over 255 registers by the estimate) is the
+    slowest config of each shape; with 8 warps it is not. At d = 64 it does not collapse."""
+    from figures import flash as ff
+
+    assert ff.regs_estimate(128, 128, 128, 4)[0] > ff.REGS_PER_THREAD
+    for key, impls, _, best in flash_sweep():
+        runs = impls["minimodel"]
+        if key[0] == 128:
+            slowest = min(runs, key=lambda c: runs[c]["tflops"])
+            assert slowest == (128, 128, 4, 2), (key, slowest)
+            assert 0.3 < runs[slowest]["tflops"] / best < 0.6, key
+            assert runs[(128, 128, 8, 2)]["tflops"] > 1.5 * runs[slowest]["tflops"], key
+        else:
+            assert runs[(128, 128, 4, 3)]["tflops"] > 0.9 * best, key
+
+
+def test_flash_sweep_winner_counts():
+    """BLOCK_M = 64 wins five shapes; (128, 64, 4, 2) wins three d = 128 shapes and is within 2%
+    of the best in the fourth."""
+    winners = {key: c for key, _, c, _ in flash_sweep()}
+    assert sum(c[0] == 64 for c in winners.values()) == 5, winners
+    assert sum(c == (128, 64, 4, 2) for k, c in winners.items() if k[0] == 128) == 3, winners
+    for key, impls, _, best in flash_sweep():
+        if key[0] == 128:
+            assert impls["minimodel"][(128, 64, 4, 2)]["tflops"] > 0.98 * best, key
+
+
+@cache
+def flash_exp_rows() -> dict[int, dict]:
+    from figures import flash as ff
+
+    return {r["d"]: r for r in ff.exp_roof_rows()}
+
+
+def test_flash_exp_roof_ours_under_cap_fa2_further():
+    """Our kernel does not overlap within a program: under the non-overlapped cap, within 15%
+    of it; SDPA's FlashAttention-2 under 75% of it."""
+    for d, r in flash_exp_rows().items():
+        ours = r["best"]["minimodel"]["tflops"] * 1e12
+        assert 0.85 * r["cap"] < ours < r["cap"], (d, ours, r["cap"])
+        assert r["best"]["sdpa_flash"]["tflops"] * 1e12 < 0.75 * r["cap"], d
+
+
+def test_flash_exp_roof_shares_and_caps():
+    """The exponentials take over a third of a non-overlapped kernel's time at d = 64 and about
+    a quarter at d = 128; the cap is under three fifths of the matmul rate at d = 64 and about
+    three quarters at d = 128; d = 64 trails d = 128, the cap by about a fifth, ours by about a
+    sixth; perfect overlap would lift both to the matmul rate."""
+    rows, peak = flash_exp_rows(), h200_measured().peak_flops
+    assert 0.35 < rows[64]["exp_share"] < 0.5 and 0.2 < rows[128]["exp_share"] < 0.3, rows
+    assert 0.54 < rows[64]["cap"] / peak < 0.6 and 0.7 < rows[128]["cap"] / peak < 0.78, rows
+    ours = {d: r["best"]["minimodel"]["tflops"] for d, r in rows.items()}
+    assert 0.75 < rows[64]["cap"] / rows[128]["cap"] < 0.83, rows
+    assert 0.8 < ours[64] / ours[128] < 0.88, ours
+    assert all(r["overlapped"] == peak for r in rows.values())
+
+
+def test_flash_exp_roof_cudnn_overlaps():
+    """cuDNN reaches the non-overlapped cap at d = 64 and beats it at d = 128: it overlaps."""
+    rows = flash_exp_rows()
+    assert rows[64]["best"]["sdpa_cudnn"]["tflops"] * 1e12 > 0.95 * rows[64]["cap"]
+    assert rows[128]["best"]["sdpa_cudnn"]["tflops"] * 1e12 > 1.02 * rows[128]["cap"]
