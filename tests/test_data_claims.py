@@ -639,3 +639,69 @@ def test_flash_exp_roof_cudnn_overlaps():
     rows = flash_exp_rows()
     assert rows[64]["best"]["sdpa_cudnn"]["tflops"] * 1e12 > 0.95 * rows[64]["cap"]
     assert rows[128]["best"]["sdpa_cudnn"]["tflops"] * 1e12 > 1.02 * rows[128]["cap"]
+
+
+# --- Lab 02: the tiling figure's bounds (figures.tiling), against the reference mask ----------
+
+TILES = [(64, 32), (32, 64), (16, 16), (64, 64)]
+MASKS = [(False, None), (True, None), (True, 1), (True, 20), (True, 90), (True, 151)]
+SHIFTS, NQS = range(0, 66, 5), (1, 33, 100, 230)
+# N_q > N_k: rows that see nothing, at BLOCK_M = 32, BLOCK_N = 16
+WIDER_Q = [(nq, nk, causal, w) for nq, nk in [(100, 30), (64, 1), (97, 63)] for causal, w in
+           [(True, None), (True, 24)]]
+
+
+def check_bounds(nq: int, nk: int, block_m: int, block_n: int, causal: bool, window) -> None:
+    """figures.tiling's bounds against the reference mask, tile by tile, and the byte model:
+    every tile with a visible pair is loaded, every tile of the unmasked run is visible in full,
+    and the loaded rows are the ones minimodel.roofline counts."""
+    from figures import tiling as ft
+    from minimodel.reference import visible_mask
+    from minimodel.roofline import _flash_key_rows
+
+    mask = visible_mask(nq, nk, causal=causal, window=window)
+    for i0, bounds, runs in ft.tile_grid(nq, nk, block_m, block_n, causal, window):
+        lo, full_lo, full_hi, hi = bounds
+        case = (nq, nk, block_m, block_n, causal, window, i0, bounds)
+        assert lo <= full_lo <= full_hi <= max(hi, full_hi), case
+        for n0, run in zip(range(0, nk, block_n), runs, strict=True):
+            tile = mask[i0 : i0 + block_m, n0 : n0 + block_n]
+            if tile.any():
+                assert run != "skipped", (case, n0)
+            if run == "interior":
+                assert n0 + block_n <= nk and bool(tile.all()), (case, n0)
+        rows = sum(
+            min(block_n, nk - n0)
+            for n0, run in zip(range(0, nk, block_n), runs, strict=True)
+            if run != "skipped"
+        )
+        assert rows == _flash_key_rows(i0, nq, nk, block_m, block_n, causal, window), case
+
+
+@pytest.mark.parametrize(
+    "tile", [pytest.param(t, marks=[pytest.mark.slow] if t != TILES[0] else []) for t in TILES]
+)
+def test_tiling_bounds_agree_with_reference_mask(tile):
+    """Shapes that put the diagonal at every offset within a tile (the first tile in make test,
+    the others in the slow set)."""
+    for shift in SHIFTS:
+        for nq in NQS:
+            for causal, window in MASKS:
+                check_bounds(nq, nq + shift, *tile, causal, window)
+
+
+def test_tiling_bounds_rows_that_see_nothing_and_the_example():
+    from figures import tiling as ft
+
+    for nq, nk, causal, window in WIDER_Q:
+        check_bounds(nq, nk, 32, 16, causal, window)
+    for window in (None, ft.WINDOW):
+        check_bounds(ft.NQ, ft.NK, ft.BLOCK_M, ft.BLOCK_N, True, window)
+    count = len(TILES) * len(SHIFTS) * len(NQS) * len(MASKS) + len(WIDER_Q)
+    stated(LAB02, f"checked against the reference mask on {count:,} shapes")
+    stated(
+        LAB02,
+        f"for \\(N_q = {ft.NQ}\\), \\(N_k = {ft.NK}\\) (bottom-right aligned, shift "
+        f"{ft.NK - ft.NQ}), `BLOCK_M = {ft.BLOCK_M}`, `BLOCK_N = {ft.BLOCK_N}`: causal (first "
+        f"figure) and with a window \\(W = {ft.WINDOW}\\)",
+    )
