@@ -889,3 +889,29 @@ def test_tiling_bounds_rows_that_see_nothing_and_the_example():
         f"{ft.NK - ft.NQ}), `BLOCK_M = {ft.BLOCK_M}`, `BLOCK_N = {ft.BLOCK_N}`: causal (first "
         f"figure) and with a window \\(W = {ft.WINDOW}\\)",
     )
+
+
+def test_hopper_drafts_stated():
+    """Lab 02 part 2 names each draft's change and how the drafts were measured, as the data
+    file records them."""
+    data = json.loads((ROOT / "data" / "flash-hopper-drafts-h200.json").read_text())
+    for run in data["runs"]:
+        stated(LAB02B, f"**{run['draft']}**: {run['change']}.")
+    env = data["environment"]
+    stated(
+        LAB02B,
+        f"Measured on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, "
+        f"{env['date']}): {env['how']} (`data/flash-hopper-drafts-h200.json`).",
+    )
+
+
+@pytest.mark.parametrize("rel", [LAB01, RESULTS])
+def test_bytes_environment_stated(rel):
+    """The profiled machine and the two ncu command lines, as data/bytes-h200.json records them."""
+    env, cmds = bytes_data()["environment"], bytes_data()["commands"]
+    stated(
+        rel,
+        f"Measured on an {env['device']} (torch {env['torch']}, triton {env['triton']}, "
+        f"{env['date'][:10]}) with Nsight Compute, clocks left alone",
+    )
+    assert f"```\n{cmds['all']}\n{cmds['none']}\n```" in (ROOT / "docs" / rel).read_text()
