@@ -915,3 +915,91 @@ def test_bytes_environment_stated(rel):
         f"{env['date'][:10]}) with Nsight Compute, clocks left alone",
     )
     assert f"```\n{cmds['all']}\n{cmds['none']}\n```" in (ROOT / "docs" / rel).read_text()
+
+
+# --- Lab 04: the KV cache on the verbs, the variants' quality, decode on the H200 --------------
+
+LAB04 = "lab/04-mqa-gqa.md"
+
+
+@cache
+def lab04(name: str) -> dict:
+    return json.loads((ROOT / "data" / name).read_text())
+
+
+def test_lab04_kv_verbs_stated():
+    data = lab04("kv-cache-verbs.json")
+    cfg, env, n = data["config"], data["environment"], data["tokens"]
+    worst = max(v["decode_vs_full_max_abs"] for v in data["variants"])
+    stated(
+        LAB04,
+        f"The lab's MiniGPT ({cfg['n_layers']} layers, {cfg['n_heads']} query heads of d = "
+        f"{cfg['head_dim']}, {data['dtype']}, E = {data['elem_bytes']}) over the canonical "
+        f'sequence "{data["sequence"]}": a prefill of {data["prefill"]} tokens, then '
+        f"{n - data['prefill']} decode steps through the cache with `grouped_attention`; their "
+        f"logits match one full pass within {worst:.1e} (float32). `data/kv-cache-verbs.json`, "
+        f"written by `bench/kv_cache.py` (torch {env['torch']}, commit {env['commit']}, "
+        f"{env['date']}).",
+    )
+
+
+def test_lab04_kv_extrapolated_measured_equals_formula():
+    """The lab's rows: the measured bytes per token times N, equal to kv_cache_bytes at N."""
+    from figures.lab04 import EXTRAPOLATE_N
+    from minimodel.roofline import kv_cache_bytes
+
+    data = lab04("kv-cache-verbs.json")
+    cfg = data["config"]
+    for v in data["variants"]:
+        formula = kv_cache_bytes(
+            cfg["n_layers"],
+            v["n_kv_heads"],
+            cfg["head_dim"],
+            EXTRAPOLATE_N,
+            elem_bytes=data["elem_bytes"],
+        )
+        assert v["filled"] // data["tokens"] * EXTRAPOLATE_N == formula, v["name"]
+    stated(
+        LAB04,
+        f"times {EXTRAPOLATE_N:,}, checked equal to `kv_cache_bytes` at N = {EXTRAPOLATE_N:,}.",
+    )
+
+
+def test_lab04_quality_recipe_stated():
+    data = lab04("gqa-quality.json")
+    rec, env = data["recipe"], data["environment"]
+    stated(
+        LAB04,
+        f"**mean [min, max] over {len(rec['seeds'])} seeds** "
+        f"({', '.join(map(str, rec['seeds']))}). Held out: {', '.join(rec['held_out_verbs'])} "
+        f"({rec['held_out_lines']} lines); trained on the other {rec['train_lines']} lines.",
+    )
+    stated(
+        LAB04,
+        f"written by `bench/train_variants.py` in {data['wall_seconds']:.0f} s on one CPU "
+        f"thread (torch {env['torch']}, commit {env['commit']}, {env['date']}).",
+    )
+
+
+def test_lab04_stems_samples_stated():
+    """The page's guesses are the model's, as data/gqa-quality.json records them."""
+    s = lab04("gqa-quality.json")["samples"]
+    stated(LAB04, f"Below, {s['model']}: {s['what']}, for a held-out line and a training line")
+    block = "\n\n".join(f"text:  {x['line'][1:]}\nguess: {x['predicted'][:-1]}" for x in s["lines"])
+    assert f"```text\n{block}\n```" in (ROOT / "docs" / LAB04).read_text()
+
+
+def test_lab04_decode_data_complete_and_stated():
+    from figures import lab04 as fl
+
+    table = fl.decode_rows()
+    for impl in [*fl.PAGED_IMPLS, *fl.LAB04_IMPLS]:
+        assert set(table.get(impl, {})) == set(fl.KV_HEADS), impl
+    paged = lab04("bench-paged-decode-h200.json")["environment"]
+    lab = lab04("gqa-decode-h200.json")["environment"]
+    stated(
+        LAB04,
+        f"(`bench/paged_decode.py`; torch {paged['torch']}, triton {paged['triton']}, "
+        f"{paged['date']}). Data `lab 04`: `data/gqa-decode-h200.json` (`bench/gqa_decode.py`; "
+        f"torch {lab['torch']}, {lab['date']}).",
+    )
