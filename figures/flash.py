@@ -5,8 +5,8 @@
 
 Bytes and FLOPs come from minimodel.roofline. The tile-fit estimates (shared memory, registers)
 are computed here, with the hardware limits named below. Measured numbers come from
-data/flash-config-sweep-h200.json, data/bench-attention-h200.json and data/ceilings-h200.json (and
-the exponential rate of data/mufu-h200.json once it exists: figlib.h200_exp_rate); the claims that
+data/flash-config-sweep-h200.json, data/bench-attention-h200.json and data/ceilings-h200.json and
+data/mufu-h200.json (figures.core.h200_exp_rate); the claims that
 Theory 02 makes about the sweep and the exponential roof are tests over the data
 (tests/test_data_claims.py, test_flash_*), so the page cannot silently outlive its data.
 """
@@ -15,7 +15,7 @@ import json
 import math
 from collections import defaultdict
 
-from figures.core import ROOT, emit, h200_exp_rate, h200_measured, markdown_table, roofline_svg
+from figures.core import ROOT, emit, h200_measured, markdown_table, roofline_svg
 from minimodel.attention_flash import FLASH_CONFIGS, SMEM_BUDGET, smem_bytes
 from minimodel.ceilings import HARDWARE, Ceilings
 from minimodel.roofline import (
@@ -286,11 +286,7 @@ def exp_roof_table() -> str:
                      f"{r['overlapped'] / 1e12:.0f}", *best])
     header = ["d", "FLOPs per exp2", "exp2 share of the time", "cap, not overlapped (of matmul)",
               "cap, overlapped", *(f"{name}: best TFLOP/s (of cap)" for _, name in EXP_IMPLS)]
-    rate, source = h200_exp_rate()
-    note = (f"\nMatmul rate {roof.peak_flops / 1e12:.0f} TFLOP/s (`data/ceilings-h200.json`); "
-            f"{rate / 1e12:.2f} T exp2/s, {source}. Best runs: fp16, no mask, the fastest "
-            f"length of FlashAttention-2's grid (`data/bench-attention-h200.json`).\n")
-    return markdown_table(header, out) + note
+    return markdown_table(header, out)
 
 
 def figure_points() -> list[RooflinePoint]:

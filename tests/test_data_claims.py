@@ -650,7 +650,7 @@ def test_bench_exp_roof_inputs_stated(rel):
     from figures.core import h200_exp_rate
 
     assert fbench.exp_lengths(bench()[0]) == [2048, 4096, 8192, 16384]
-    stated(rel, f"the measured {h200_exp_rate()[0] / 1e12:.2f} T exp2/s")
+    stated(rel, f"the measured {h200_exp_rate() / 1e12:.2f} T exp2/s")
     stated(rel, "median over N = 2,048, 4,096, 8,192 and 16,384")
     if rel == RESULTS:
         stated(rel, f"matmul rate, {h200_measured().peak_flops / 1e12:.0f} TFLOP/s")
@@ -1003,3 +1003,48 @@ def test_lab04_decode_data_complete_and_stated():
         f"{paged['date']}). Data `lab 04`: `data/gqa-decode-h200.json` (`bench/gqa_decode.py`; "
         f"torch {lab['torch']}, {lab['date']}).",
     )
+
+
+def test_block_manager_ops_flat():
+    """Lab 03's bar: allocate and append_slot cost the same within 2x from 10^2 to 10^5 live
+    sequences, prefix caching off and on; the page states each measured spread."""
+    data = json.loads((ROOT / "data" / "block-manager-ops.json").read_text())
+    lives = [r["live"] for r in data["results"]]
+    parts = []
+    for caching in (False, True):
+        runs = [r for r in data["results"] if r["prefix_caching"] == caching]
+        for op in ("allocate", "append_slot"):
+            times = [r[f"{op}_ns"] for r in runs]
+            assert max(times) / min(times) <= 2.0, (op, caching, times)
+            parts.append(
+                f"`{op}`, prefix caching {'on' if caching else 'off'}: slowest / fastest = "
+                f"{max(times) / min(times):.2f}"
+            )
+    setup, env = data["setup"], data["environment"]
+    stated(
+        "lab/03-paged-attn-reading.md",
+        f"From {min(lives):,} to {max(lives):,} live sequences: {'; '.join(parts)}. Block size "
+        f"{setup['block_size']}, {setup['prompt_tokens']}-token prompts, "
+        f"{setup['ops_per_round']:,} operations per round, the {setup['statistic']}; "
+        f"`data/block-manager-ops.json` (Python {env['python']} on {env['machine']}, commit "
+        f"{env['commit']}, {env['date']}).",
+    )
+
+
+@pytest.mark.parametrize(
+    "rel", ["theory/02-flash-attention.md", LAB02, LAB02B, "theory/00-motivation.md"]
+)
+def test_exp_rates_stated(rel):
+    """The matmul and exponential rates under the exponential-roof tables."""
+    from figures.core import h200_exp_rate
+
+    exp = f"{h200_exp_rate() / 1e12:.2f} T exp2/s"
+    device = json.loads((ROOT / "data" / "mufu-h200.json").read_text())["environment"]["device"]
+    if rel.startswith("theory/00"):
+        stated(rel, f"the measured row's rate ({exp}) is measured on an {device} by `bench.mufu`")
+    else:
+        stated(
+            rel,
+            f"Matmul rate {h200_measured().peak_flops / 1e12:.0f} TFLOP/s "
+            f"(`data/ceilings-h200.json`); {exp}, measured on an {device} by `bench.mufu`",
+        )
