@@ -1048,3 +1048,18 @@ def test_exp_rates_stated(rel):
             f"Matmul rate {h200_measured().peak_flops / 1e12:.0f} TFLOP/s "
             f"(`data/ceilings-h200.json`); {exp}, measured on an {device} by `bench.mufu`",
         )
+
+
+def test_eager_timing_calls_outlast_the_host():
+    """Results' 'How each time is taken': the eagerly timed forward calls are long."""
+    fwd = [
+        r["ms"] for r in bench()[0]["records"] if "ms" in r and r["impl"].startswith("minimodel")
+    ]
+    sweep = json.loads((ROOT / "data" / "flash-config-sweep-h200.json").read_text())["records"]
+    shortest = min(r["ms"] for r in sweep)
+    assert min(fwd) > 0.1 and shortest > 0.1
+    stated(
+        RESULTS,
+        f"the shortest call of ours in the forward grid takes {min(fwd):.3f} ms, the shortest of "
+        f"the config sweep {shortest:.3f} ms",
+    )
