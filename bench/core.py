@@ -1,7 +1,6 @@
 """What every measurement shares: where the data lives and what produced it."""
 
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -45,13 +44,6 @@ def environment(**extra: object) -> dict:
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         **extra,
     }
-
-
-def write_json(path: Path, record: dict, indent: int = 1) -> None:
-    """Write a data file (its folder made if need be) and say so."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=indent) + "\n")
-    print(f"wrote {path}", flush=True)
 
 
 def time_ms(fn, backend=None, *, graph: bool = False, quantiles=None, **bench_args):

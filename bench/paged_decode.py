@@ -141,13 +141,14 @@ def reference(q, k, v, lens, case: Decode) -> dict[int, torch.Tensor]:
 
 
 def timed(recs: dict, fns: dict, rounds: int, nbytes: int | None = None,
-          flops: int | None = None) -> None:
-    """Time every implementation eagerly and from a CUDA graph, in turns, `rounds` times."""
+          flops: int | None = None, backends: dict = SDPA) -> None:
+    """Time every implementation eagerly and from a CUDA graph, in turns, `rounds` times (under
+    the SDPA backend `backends` names for it, if any); medians and rates into recs."""
     for _ in range(rounds):
         for impl, fn in fns.items():
-            recs[impl]["ms_runs"].append(time_ms(fn, SDPA.get(impl)))
+            recs[impl]["ms_runs"].append(time_ms(fn, backends.get(impl)))
             try:
-                graph_ms = time_ms(fn, SDPA.get(impl), graph=True)
+                graph_ms = time_ms(fn, backends.get(impl), graph=True)
                 recs[impl].setdefault("graph_ms_runs", []).append(graph_ms)
             except Exception as e:  # noqa: BLE001 - a capture failure is data too
                 recs[impl]["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"

@@ -4,8 +4,8 @@ data/bench-paged-decode-h200.json (written by bench/paged_decode.py on the H200)
     python -m figures.paged_decode            # write docs/generated/paged-*.md and the figure
     python -m figures.paged_decode --check    # fail if they are stale
 
-It also fails if the data stops supporting what the page says about it (the acceptance rows are
-computed here, and the page's prose is checked against them).
+Tables only: the page's sentences about them are tests over the data (tests/test_data_claims.py,
+test_paged_decode_*).
 """
 
 import json
