@@ -1,7 +1,6 @@
 """What every measurement shares: where the data lives and what produced it."""
 
 import datetime
-import json
 import os
 import platform
 import subprocess
@@ -47,17 +46,15 @@ def environment(**extra: object) -> dict:
     }
 
 
-def write_json(path: Path, record: dict, indent: int = 1) -> None:
-    """Write a data file (its folder made if need be) and say so."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=indent) + "\n")
-    print(f"wrote {path}", flush=True)
-
-
-def time_ms(fn, backend=None, *, graph: bool = False) -> float:
-    """Median milliseconds of fn(), under SDPA `backend` if given: eager, triton.testing.do_bench
-    (its buffer write between runs evicts the L2); or with graph, replayed from a CUDA graph
-    (minimodel.timing.gpu_time_ms: the GPU's time without the host's)."""
+def time_ms(fn, backend=None, *, graph: bool = False, quantiles=None, **bench_args):
+    """Milliseconds of fn() under SDPA `backend` if given, the median (or the `quantiles`): every
+    benchmark times through here. With graph, fn replayed from a CUDA graph: the GPU's time
+    without the host's (minimodel.timing.gpu_time_ms; do_bench_cudagraph itself where quantiles
+    are asked for, which the shared timer does not report). Eager, triton.testing.do_bench: each
+    call between CUDA events, its 256 MB buffer write between calls evicting the L2, the measure
+    of calls that outlast their host work (the forward grid, a 2 GiB copy, the exp2 chain, the
+    tile sweeps: 0.1 ms and more; Results, "How each time is taken"). `bench_args` (warmup, rep)
+    go to triton; without them its defaults."""
     import contextlib
 
     import triton.testing
@@ -66,4 +63,9 @@ def time_ms(fn, backend=None, *, graph: bool = False) -> float:
     from minimodel.timing import gpu_time_ms
 
     with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
-        return gpu_time_ms(fn) if graph else triton.testing.do_bench(fn, return_mode="median")
+        if graph and quantiles is None:
+            return gpu_time_ms(fn, *([bench_args["rep"]] if "rep" in bench_args else []))
+        if graph:
+            return triton.testing.do_bench_cudagraph(fn, quantiles=quantiles, **bench_args)
+        return triton.testing.do_bench(fn, quantiles=quantiles, return_mode="median",
+                                       **bench_args)

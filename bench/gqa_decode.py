@@ -12,26 +12,29 @@ timed inside the step (what an attention that repeats on every call pays), and L
 Rates are K/V bytes of the cache per second: `roofline.kv_cache_bytes(1, Hkv, d, context,
 batch=B)`, the compulsory traffic of the step, for every implementation, so an implementation
 that reads repeated heads is charged for the cache, not for what it read (`read_bytes` says
-what that is). Timing: `triton.testing.do_bench` medians, eagerly and from a CUDA graph, two
-rounds in turns; each output is checked against the float32 reference on two sequences first.
+what that is). The shapes are bench.paged_decode's `Decode` cases of the "heads" group, timed by
+its `timed` (bench.core.time_ms: eagerly and from a CUDA graph, two rounds in turns); each output
+is checked against the float32 reference on two sequences first.
 """
 
 import argparse
 import contextlib
+import dataclasses
 import json
-import statistics
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.core import environment, time_ms
+from bench.core import environment
+from bench.paged_decode import Decode, timed
 from minimodel.attention_mqa_gqa import grouped_attention
 from minimodel.reference import attention_ref
 from minimodel.roofline import kv_cache_bytes
 
-B, CTX, HQ, D = 64, 4096, 32, 128
+CASE = Decode("heads", 64, 4096)  # Lab 03 part 2's shape, at each of KV_HEADS
+B, CTX, HQ, D = CASE.b, CASE.ctx, CASE.hq, CASE.d
 KV_HEADS = (32, 8, 1)
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 ROUNDS = 2
@@ -60,32 +63,23 @@ def implementations(q, k, v, hkv):
 
 
 def bench(hkv: int) -> list[dict]:
+    case = dataclasses.replace(CASE, hkv=hkv)
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(B, HQ, 1, D, device="cuda", generator=gen).half()
     k, v = (torch.randn(B, hkv, CTX, D, device="cuda", generator=gen).half() for _ in range(2))
     ref = attention_ref(q[:2], k[:2], v[:2])
     impls = implementations(q, k, v, hkv)
+    nbytes = kv_cache_bytes(1, hkv, D, CTX, batch=B)
     recs = {}
     for name, (fn, backend, read, form) in impls.items():
         with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
             err = (fn()[:2].float() - ref).abs().max().item()
-        recs[name] = {"b": B, "ctx": CTX, "hq": HQ, "hkv": hkv, "d": D, "dtype": "float16",
-                      "impl": name, "form": form, "max_err": err,
-                      "kv_bytes": kv_cache_bytes(1, hkv, D, CTX, batch=B), "read_bytes": read,
-                      "ms_runs": [], "graph_ms_runs": []}
-    for _ in range(ROUNDS):
-        for name, (fn, backend, _, _) in impls.items():
-            recs[name]["ms_runs"].append(time_ms(fn, backend))
-            try:
-                recs[name]["graph_ms_runs"].append(time_ms(fn, backend, graph=True))
-            except Exception as e:  # noqa: BLE001 - a capture failure is data too
-                recs[name]["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        recs[name] = {"b": B, "ctx": CTX, "hq": HQ, "hkv": case.hkv, "d": D, "dtype": case.dtype,
+                      "impl": name, "form": form, "max_err": err, "kv_bytes": nbytes,
+                      "read_bytes": read, "ms_runs": [], "graph_ms_runs": []}
+    timed(recs, {n: f for n, (f, *_) in impls.items()}, ROUNDS, nbytes=nbytes,
+          backends={n: b for n, (_, b, *_) in impls.items()})
     for rec in recs.values():
-        rec["ms"] = statistics.median(rec["ms_runs"])
-        rec["gb_per_s"] = rec["kv_bytes"] / rec["ms"] / 1e6
-        if rec["graph_ms_runs"] and "graph_error" not in rec:
-            rec["graph_ms"] = statistics.median(rec["graph_ms_runs"])
-            rec["graph_gb_per_s"] = rec["kv_bytes"] / rec["graph_ms"] / 1e6
         print(f"Hkv={hkv:2d} {rec['impl']:<24} {rec['ms']:.4f} ms eager, "
               f"{rec.get('graph_ms', float('nan')):.4f} ms graph, err {rec['max_err']:.1e}",
               flush=True)

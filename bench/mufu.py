@@ -78,9 +78,9 @@ def run_config(device: torch.device, programs: int, block: int, iters: int, unro
         raise RuntimeError(f"exp2 chain is wrong: max error {err:.3g} (programs={programs}, "
                            f"block={block}, iters={iters}, unroll={unroll})")
     if device.type == "cuda":
-        from triton.testing import do_bench
+        from bench.core import time_ms
 
-        runs = [do_bench(launch, warmup=50, rep=300, return_mode="median") for _ in range(reps)]
+        runs = [time_ms(launch, warmup=50, rep=300) for _ in range(reps)]
     else:  # the interpreter: wall time, only to exercise the code path
         runs = []
         for _ in range(reps):

@@ -44,10 +44,10 @@ def time_case(fn) -> dict[str, float]:
     work between them and the L2 as the previous call left it. call: each call timed from Python
     (triton.testing.do_bench, median, L2 flushed before each call): what a caller waits, the
     wrapper's host work included when it outlasts the kernels."""
-    import triton
+    from bench.core import time_ms
 
-    dev = triton.testing.do_bench_cudagraph(fn, rep=20, quantiles=[0.5, 0.2, 0.8])
-    call = triton.testing.do_bench(fn, warmup=10, rep=40, quantiles=[0.5, 0.2, 0.8])
+    dev = time_ms(fn, graph=True, rep=20, quantiles=[0.5, 0.2, 0.8])
+    call = time_ms(fn, warmup=10, rep=40, quantiles=[0.5, 0.2, 0.8])
     return {"device_s": dev[0] / 1e3, "device_q20_s": dev[1] / 1e3, "device_q80_s": dev[2] / 1e3,
             "call_s": call[0] / 1e3, "call_q20_s": call[1] / 1e3, "call_q80_s": call[2] / 1e3}
 

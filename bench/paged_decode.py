@@ -141,13 +141,14 @@ def reference(q, k, v, lens, case: Decode) -> dict[int, torch.Tensor]:
 
 
 def timed(recs: dict, fns: dict, rounds: int, nbytes: int | None = None,
-          flops: int | None = None) -> None:
-    """Time every implementation eagerly and from a CUDA graph, in turns, `rounds` times."""
+          flops: int | None = None, backends: dict = SDPA) -> None:
+    """Time every implementation eagerly and from a CUDA graph, in turns, `rounds` times (under
+    the SDPA backend `backends` names for it, if any); medians and rates into recs."""
     for _ in range(rounds):
         for impl, fn in fns.items():
-            recs[impl]["ms_runs"].append(time_ms(fn, SDPA.get(impl)))
+            recs[impl]["ms_runs"].append(time_ms(fn, backends.get(impl)))
             try:
-                graph_ms = time_ms(fn, SDPA.get(impl), graph=True)
+                graph_ms = time_ms(fn, backends.get(impl), graph=True)
                 recs[impl].setdefault("graph_ms_runs", []).append(graph_ms)
             except Exception as e:  # noqa: BLE001 - a capture failure is data too
                 recs[impl]["graph_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
@@ -301,7 +302,7 @@ def copy_rate() -> float:
     """Device-to-device copy of 2 GiB, bytes read + written per second (do_bench median)."""
     src = torch.randn(2**29, device=DEVICE)
     dst = torch.empty_like(src)
-    ms = triton.testing.do_bench(lambda: dst.copy_(src), return_mode="median")
+    ms = time_ms(lambda: dst.copy_(src))  # eager: a captured copy runs on the copy engine
     return 2 * src.nbytes / ms / 1e-3
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import triton
 
-from bench.core import environment
+from bench.core import environment, time_ms
 from minimodel import attention_flash as af
 from minimodel.reference import attention_ref
 from minimodel.roofline import attention_flops
@@ -107,10 +107,9 @@ def main():
         base = {}
         for name, backend in [("sdpa_flash", torch.nn.attention.SDPBackend.FLASH_ATTENTION),
                               ("sdpa_cudnn", torch.nn.attention.SDPBackend.CUDNN_ATTENTION)]:
-            with torch.nn.attention.sdpa_kernel(backend):
-                fn = functools.partial(torch.nn.functional.scaled_dot_product_attention,
-                                       q, k, v, is_causal=shape["causal"])
-                ms = triton.testing.do_bench(fn, return_mode="median")
+            fn = functools.partial(torch.nn.functional.scaled_dot_product_attention,
+                                   q, k, v, is_causal=shape["causal"])
+            ms = time_ms(fn, backend)
             base[name] = flops / ms / 1e9
             records.append({**shape, "impl": name, "ms": ms, "tflops": flops / ms / 1e9})
         best = None
@@ -119,8 +118,7 @@ def main():
                 continue
             out = launch(cfg, shape, q, k, v)
             err = (out.float() - ref).abs().max().item()
-            ms = triton.testing.do_bench(functools.partial(launch, cfg, shape, q, k, v),
-                                         return_mode="median")
+            ms = time_ms(functools.partial(launch, cfg, shape, q, k, v))
             tf = flops / ms / 1e9
             records.append({**shape, "impl": "minimodel", "config": list(cfg), "ms": ms,
                             "tflops": tf, "max_err": err})

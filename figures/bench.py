@@ -4,12 +4,11 @@ data/bench-attention-h200.json (written by bench/attention.py on the H200).
     python -m figures.bench            # write docs/generated/bench-*.md and the figure
     python -m figures.bench --check    # fail if they are stale
     python -m figures.bench --data /tmp/x.json --out-dir /tmp/docs   # another data file
-It also fails if the data stops supporting what the pages say about it.
+Tables only: the sentences about them (the environment, the bars, the shortfalls) are written
+in the pages, and tests/test_data_claims.py recomputes each from the data (test_bench_*).
 
 Two kernels of ours are in the data: Lab 02's teaching kernel (`minimodel`) and the fast Hopper
-kernel (`minimodel_hopper`, issue 14). Every table works without the second (a data file from
-before it existed) and says "not measured" where it would be; the head dim 256 rows appear when
-the data has them.
+kernel (`minimodel_hopper`, issue 14); the head dim 256 rows appear when the data has them.
 """
 
 import argparse
@@ -17,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-from figures.core import DOCS, ROOT, emit, h200_exp_rate, h200_measured, markdown_table, render_svg
+from figures.core import DOCS, ROOT, emit, h200_measured, markdown_table, render_svg
 
 DATA = ROOT / "data" / "bench-attention-h200.json"
 IMPLS = ["minimodel", "minimodel_hopper", "sdpa_flash", "sdpa_cudnn", "flex", "sdpa_efficient",
@@ -60,14 +59,6 @@ def rate(idx: dict, key: tuple, impl: str) -> float | None:
     return rec.get("tflops") if rec else None
 
 
-def measured(data: dict, impl: str) -> bool:
-    return any(r["impl"] == impl for r in data["records"])
-
-
-def not_measured(data: dict, impl: str) -> str:
-    return f"not measured (no `{impl}` records in `{data['source']}`)"
-
-
 def tflops(x: float | None) -> str:
     return f"{x:.0f}" if x is not None else "–"
 
@@ -100,178 +91,88 @@ def grid_table(data: dict, dtype: str) -> str:
     # teaching kernel's ratios to FA2 and Flex are Lab 02's acceptance table and shortfalls).
     header = ["d", "causal", "N"] + [LABEL[i] for i in IMPLS] + ["minimodel ÷ cuDNN",
                                                                  "Hopper ÷ cuDNN"]
-    note = ("" if measured(data, "minimodel_hopper") else
-            f"\nHopper, the fast Hopper kernel: {not_measured(data, 'minimodel_hopper')}.\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
-def acceptance(data: dict) -> tuple[str, list[str]]:
-    """Lab 02's bar for the teaching kernel at d=128, N >= 2048: >= 1.3x SDPA FA2 and faster
-    than Flex."""
+def bar_points(data: dict) -> list[tuple]:
+    """The points of both bars: d = 128, N >= 2048 of the grid, fp16 and bf16, causal and not."""
+    return [grid_key(dtype, BAR_D, n, causal) for dtype in ("float16", "bfloat16")
+            for causal in (False, True) for n in grid_lengths(data) if n >= BAR_MIN_N]
+
+
+def acceptance(data: dict) -> str:
+    """Lab 02's bar for the teaching kernel: >= 1.3x SDPA FA2 and faster than Flex."""
     idx = index(data["records"])
-    rows, failures = [], []
-    for dtype in ("float16", "bfloat16"):
-        for causal in (False, True):
-            for n in (2048, 4096, 8192, 16384):
-                key = grid_key(dtype, 128, n, causal)
-                fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
-                if None in (fa2, flex, ours):
-                    failures.append(f"no rate for minimodel, FA2 or Flex at {key}")
-                    continue
-                ok = ours >= 1.3 * fa2 and ours > flex
-                if not ok:
-                    failures.append(f"{dtype} causal={causal} N={n}")
-                rows.append([dtype, "yes" if causal else "no", f"{n:,}", f"{ours:.0f}",
-                             f"{ours / fa2:.2f}", f"{ours / flex:.2f}", "yes" if ok else "**no**"])
+    rows = []
+    for key in bar_points(data):
+        fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
+        ok = ours >= 1.3 * fa2 and ours > flex
+        rows.append([key[1], yes(key[5]), f"{key[3]:,}", f"{ours:.0f}", f"{ours / fa2:.2f}",
+                     f"{ours / flex:.2f}", "yes" if ok else "**no**"])
     header = ["dtype", "causal", "N", "minimodel TFLOP/s", "÷ SDPA FA2 (≥ 1.30)", "÷ Flex (> 1)",
               "met"]
-    return markdown_table(header, rows), failures
+    return markdown_table(header, rows)
 
 
-def where(key: tuple) -> str:
-    _, dtype, d, n, _, causal, _ = key
-    return f"{dtype}, d = {d}, {'causal' if causal else 'non-causal'}, N = {n:,}"
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def acceptance_hopper(data: dict) -> str:
-    """Issue 14's bar: minimodel_hopper / sdpa_cudnn >= 0.95 at d = 128 and every N >= 2048 of
-    the grid, fp16 and bf16, causal and not; a verdict line, then the points."""
+    """Issue 14's bar: minimodel_hopper / sdpa_cudnn >= 0.95 at every point of bar_points."""
     idx = index(data["records"])
-    rows, failing, ratios, at_least_cudnn = [], [], [], 0
-    points = [grid_key(dtype, BAR_D, n, causal) for dtype in ("float16", "bfloat16")
-              for causal in (False, True) for n in grid_lengths(data) if n >= BAR_MIN_N]
-    for key in points:
+    rows = []
+    for key in bar_points(data):
         ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
-        if ours is not None and cudnn is not None:
-            ratios.append((ours / cudnn, key))
-            met = ours >= HOPPER_BAR * cudnn
-            at_least_cudnn += ours >= cudnn
-        else:
-            met = False
-        if not met:
-            failing.append(key)
-        _, dtype, _, n, _, causal, _ = key
-        rows.append([dtype, "yes" if causal else "no", f"{n:,}", tflops(cudnn),
+        both = ours is not None and cudnn is not None
+        met = "yes" if both and ours >= HOPPER_BAR * cudnn else "**no**" if both else "not measured"
+        rows.append([key[1], yes(key[5]), f"{key[3]:,}", tflops(cudnn),
                      tflops(HOPPER_BAR * cudnn if cudnn is not None else None), tflops(ours),
-                     ratio(ours, cudnn),
-                     "yes" if met else ("**no**" if ours is not None and cudnn is not None
-                                        else "not measured")])
-    bar = (f"at least {HOPPER_BAR:.2f}x SDPA's cuDNN backend at d = {BAR_D} and every "
-           f"N ≥ {BAR_MIN_N:,} of the grid, fp16 and bf16, causal and not")
-    if not measured(data, "minimodel_hopper"):
-        verdict = (f"**Not measured.** The bar is {bar}; the Hopper kernel is "
-                   f"{not_measured(data, 'minimodel_hopper')}.")
-    else:
-        lo, lo_key = min(ratios, key=lambda t: t[0]) if ratios else (None, None)
-        spread = (f" The Hopper kernel runs at {lo:.2f}x cuDNN's rate at the lowest "
-                  f"({where(lo_key)}) and {max(r for r, _ in ratios):.2f}x at the highest; it is "
-                  f"at least as fast as cuDNN at {at_least_cudnn} of the {len(points)} points."
-                  if ratios else "")
-        unrun = [k for k in failing if rate(idx, k, "minimodel_hopper") is None
-                 or rate(idx, k, "sdpa_cudnn") is None]
-        if not failing:
-            verdict = f"**Met** at all {len(points)} points: the Hopper kernel is {bar}."
-        else:
-            verdict = (f"**Not met** at {len(failing)} of the {len(points)} points (the bar "
-                       f"is {bar})"
-                       + (f"; {len(unrun)} of them without a rate for one of the two"
-                          if unrun else "") + ".")
-        verdict += spread
+                     ratio(ours, cudnn), met])
     header = ["dtype", "causal", "N", "cuDNN TFLOP/s", f"{HOPPER_BAR:.2f} × cuDNN",
               "Hopper TFLOP/s", "÷ cuDNN", f"met (≥ {HOPPER_BAR:.2f})"]
-    return verdict + "\n\n" + markdown_table(header, rows)
-
-
-def accuracy_failures(data: dict) -> list[str]:
-    """Each of our outputs was checked against the float32 reference before it was timed; its
-    max-abs error must be at most 2x that of PyTorch's own fused kernel on the same inputs and
-    dtype (FlashAttention-2's; FlexAttention's for windows, which SDPA cannot run). No absolute
-    floor: in bf16 both errors are near 8e-3 at the largest shapes, and the ratio is what
-    tells a kernel bug from bf16's rounding. Our kernels must also have run at every case: an
-    error there is a bug, not an unsupported combination."""
-    idx = index(data["records"])
-    bad = []
-    for key, rec in idx.items():
-        if key[-1] not in OURS or rec.get("outside_contract"):  # e.g. the Hopper kernel at d=256
-            continue
-        if "max_err" not in rec:
-            bad.append(f"{key[-1]} did not run at {key}: {rec.get('error')}")
-            continue
-        candidates = (idx.get((*key[:-1], impl), {}) for impl in ("sdpa_flash", "flex"))
-        theirs = next((c["max_err"] for c in candidates if "max_err" in c), None)
-        if theirs is None:
-            bad.append(f"no PyTorch kernel to compare errors with at {key}")
-        elif not rec["max_err"] <= 2 * theirs:
-            bad.append(f"max_err {rec['max_err']:.1e} > 2 x {theirs:.1e} at {key}")
-    return bad
+    return markdown_table(header, rows)
 
 
 def shortfalls(data: dict) -> str:
-    """Every point of the grid where the teaching kernel is under 1.3x FA2, not faster than
-    Flex, or slower than cuDNN; then the Hopper kernel against cuDNN, at short sequences in
-    particular: the honest half of the results."""
+    """Every point of the grid where the teaching kernel is under 1.3x FA2 or not faster than
+    Flex: the honest half of the results."""
     idx = index(data["records"])
-    noise = median_spread(data)
-    under, cudnn_ahead, points, no_cudnn = [], 0, 0, 0
+    under = []
     order = lambda kv: (kv[0][1], kv[0][2], kv[0][5], kv[0][3])  # noqa: E731 - dtype, d, causal, N
     for (group, dtype, d, n, hkv, causal, window, impl), rec in sorted(idx.items(), key=order):
         if group != "fa2" or impl != "minimodel" or "tflops" not in rec:
             continue
         key = (group, dtype, d, n, hkv, causal, window)
-        ours, cudnn = rec["tflops"], rate(idx, key, "sdpa_cudnn")
-        fa2, flex = rate(idx, key, "sdpa_flash"), rate(idx, key, "flex")
-        if cudnn is None:
-            no_cudnn += 1
-        else:
-            points += 1
-            cudnn_ahead += cudnn > ours * (1 + noise)
+        ours, fa2, flex = rec["tflops"], rate(idx, key, "sdpa_flash"), rate(idx, key, "flex")
         if (fa2 is not None and ours < 1.3 * fa2) or (flex is not None and ours <= flex):
-            under.append([dtype, d, "yes" if causal else "no", f"{n:,}", f"{ours:.0f}",
-                          ratio(ours, fa2), ratio(ours, flex)])
-    lines = [f"cuDNN is faster than minimodel at {cudnn_ahead} of the {points} points of the grid "
-             f"by more than the noise floor ({noise:.1%}, the median spread between rounds); "
-             "the others are ties within it"
-             + (f" (cuDNN did not run at {no_cudnn} more)" if no_cudnn else "") + ".\n"]
-    if under:
-        lines += ["\nPoints under 1.3x FlashAttention-2 or not faster than Flex:\n\n",
-                  markdown_table(["dtype", "d", "causal", "N", "TFLOP/s", "÷ FA2", "÷ Flex"],
-                                 under)]
-    lines.append("\n" + hopper_shortfalls(data, noise))
-    return "".join(lines)
+            under.append([dtype, d, yes(causal), f"{n:,}", f"{ours:.0f}", ratio(ours, fa2),
+                          ratio(ours, flex)])
+    return markdown_table(["dtype", "d", "causal", "N", "TFLOP/s", "÷ FA2", "÷ Flex"], under)
 
 
-def hopper_shortfalls(data: dict, noise: float) -> str:
-    """The Hopper kernel against cuDNN over the whole grid, then at N = 512 and 1,024 point by
-    point, beside the teaching kernel's ratio."""
-    if not measured(data, "minimodel_hopper"):
-        return f"**The Hopper kernel**: {not_measured(data, 'minimodel_hopper')}.\n"
+def hopper_short(data: dict) -> str:
+    """The Hopper kernel against cuDNN at N = 512 and 1,024, beside the teaching kernel's ratio."""
     idx = index(data["records"])
-    behind = ahead = both = 0
     rows = []
     for dtype in ("float16", "bfloat16"):
         for d in grid_dims(data):
             for causal in (False, True):
-                for n in grid_lengths(data):
+                for n in SHORT:
                     key = grid_key(dtype, d, n, causal)
                     ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
-                    if ours is not None and cudnn is not None:
-                        both += 1
-                        behind += cudnn > ours * (1 + noise)
-                        ahead += ours > cudnn * (1 + noise)
-                    if n in SHORT:
-                        rows.append([dtype, d, "yes" if causal else "no", f"{n:,}", tflops(ours),
-                                     tflops(cudnn), ratio(ours, cudnn),
-                                     ratio(rate(idx, key, "minimodel"), cudnn)])
-    head = (f"**The Hopper kernel.** Of the {both} points of the grid where both ran, cuDNN is "
-            f"faster than minimodel Hopper at {behind} by more than the noise floor, minimodel "
-            f"Hopper faster at {ahead}, and the other {both - behind - ahead} are ties. "
-            f"The short sequences, N = {SHORT[0]:,} and {SHORT[1]:,}, point by point:\n\n")
+                    rows.append([dtype, d, yes(causal), f"{n:,}", tflops(ours), tflops(cudnn),
+                                 ratio(ours, cudnn), ratio(rate(idx, key, "minimodel"), cudnn)])
     header = ["dtype", "d", "causal", "N", "Hopper TFLOP/s", "cuDNN TFLOP/s", "Hopper ÷ cuDNN",
               "minimodel ÷ cuDNN"]
-    return head + markdown_table(header, rows)
+    return markdown_table(header, rows)
 
 
 EXP_IMPLS = ["minimodel", "minimodel_hopper", "sdpa_cudnn", "sdpa_flash"]
+
+
+def exp_lengths(data: dict) -> list[int]:
+    return [n for n in grid_lengths(data) if n >= 2048]
 
 
 def exp_roof_table(data: dict) -> str:
@@ -280,7 +181,7 @@ def exp_roof_table(data: dict) -> str:
     (minimodel.roofline: Ceilings.attention_roof on the H200's measured roofs)."""
     roof = h200_measured()
     idx = index(data["records"])
-    lengths = [n for n in grid_lengths(data) if n >= 2048]
+    lengths = exp_lengths(data)
     rows = []
     for d in (64, 128):
         cap = roof.attention_roof(d)
@@ -288,9 +189,7 @@ def exp_roof_table(data: dict) -> str:
         for impl in EXP_IMPLS:
             rates = [x for n in lengths
                      if (x := rate(idx, grid_key("float16", d, n, False), impl)) is not None]
-            if not measured(data, impl):
-                cells.append("not measured")
-            elif len(rates) < len(lengths):
+            if len(rates) < len(lengths):
                 cells.append(f"ran at {len(rates)} of {len(lengths)}")
             else:
                 med = statistics.median(rates)
@@ -299,46 +198,29 @@ def exp_roof_table(data: dict) -> str:
                      f"{roof.attention_roof(d, overlapped=True) / 1e12:.0f}", *cells])
     header = ["d", "cap, not overlapped (of matmul)", "cap, overlapped",
               *(LABEL[i] for i in EXP_IMPLS)]
-    exp_rate, exp_source = h200_exp_rate()
-    note = (f"\nCaps in TFLOP/s from `minimodel.roofline` (`Ceilings.attention_roof`): the "
-            f"measured matmul rate, {roof.peak_flops / 1e12:.0f} TFLOP/s "
-            f"(`data/ceilings-h200.json`), and {exp_rate / 1e12:.2f} T exp2/s, {exp_source}. "
-            f"Rates: each implementation's median TFLOP/s over N = "
-            + ", ".join(f"{n:,}" for n in lengths)
-            + f" (fp16, no mask; `{data['source']}`), in parentheses as a share of the cap not "
-            "overlapped. A kernel whose exponentials and matrix products take turns cannot pass "
-            "that cap: a share above 100% is a kernel that overlaps them.\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
-def gqa_window_table(data: dict) -> tuple[str, list[str]]:
+def gqa_window_pairs(data: dict) -> list[tuple[str, dict, dict]]:
+    """(comparison, baseline record, variant record): GQA against MHA at the same FLOPs, and a
+    4,096-key window against full causal attention."""
     idx = index(data["records"])
-    rows, failures = [], []
-    if not any(r["group"] in ("gqa", "window") for r in data["records"]):
-        return f"GQA and window runs: not measured (no such records in `{data['source']}`).\n", []
-    for n in (2048, 8192):
-        for causal in (False, True):
-            mha = idx[("gqa", "float16", 128, n, 32, causal, None, "minimodel")]
-            gqa = idx[("gqa", "float16", 128, n, 8, causal, None, "minimodel")]
-            # the same FLOPs and a quarter of the K/V bytes: GQA may not be slower than MHA by
-            # more than the two measurements' own spread between timing rounds
-            noise = max(abs(a - b) / min(a, b) for a, b in (mha["ms_runs"], gqa["ms_runs"]))
-            if gqa["ms"] > mha["ms"] * (1 + noise):
-                failures.append(f"GQA slower than MHA at N={n} causal={causal}")
-            rows.append([f"GQA vs MHA, N={n:,}, {'causal' if causal else 'non-causal'}",
-                         f"{mha['ms']:.3f}", f"{gqa['ms']:.3f}", f"{gqa['ms'] / mha['ms']:.2f}",
-                         "1.00", f"{mha['tflops']:.0f} → {gqa['tflops']:.0f}"])
-    full = idx[("window", "float16", 128, 16384, 16, True, None, "minimodel")]
-    win = idx[("window", "float16", 128, 16384, 16, True, 4096, "minimodel")]
-    if not win["ms"] < 0.6 * full["ms"]:
-        failures.append("the window run does not save work")
-    rows.append(["window W=4,096 vs full causal, N=16,384", f"{full['ms']:.3f}",
-                 f"{win['ms']:.3f}", f"{win['ms'] / full['ms']:.2f}",
-                 f"{win['flops'] / full['flops']:.2f}",
-                 f"{full['tflops']:.0f} → {win['tflops']:.0f}"])
+    pairs = [(f"GQA vs MHA, N={n:,}, {'causal' if causal else 'non-causal'}",
+              idx[("gqa", "float16", 128, n, 32, causal, None, "minimodel")],
+              idx[("gqa", "float16", 128, n, 8, causal, None, "minimodel")])
+             for n in (2048, 8192) for causal in (False, True)]
+    return pairs + [("window W=4,096 vs full causal, N=16,384",
+                     idx[("window", "float16", 128, 16384, 16, True, None, "minimodel")],
+                     idx[("window", "float16", 128, 16384, 16, True, 4096, "minimodel")])]
+
+
+def gqa_window_table(data: dict) -> str:
+    rows = [[what, f"{a['ms']:.3f}", f"{b['ms']:.3f}", f"{b['ms'] / a['ms']:.2f}",
+             f"{b['flops'] / a['flops']:.2f}", f"{a['tflops']:.0f} → {b['tflops']:.0f}"]
+            for what, a, b in gqa_window_pairs(data)]
     header = ["comparison (fp16, d=128, minimodel)", "baseline ms", "variant ms", "time ratio",
               "FLOP ratio", "TFLOP/s"]
-    return markdown_table(header, rows), failures
+    return markdown_table(header, rows)
 
 
 def spreads(data: dict) -> list[float]:
@@ -350,29 +232,6 @@ def spreads(data: dict) -> list[float]:
 def median_spread(data: dict) -> float:
     s = spreads(data)
     return s[len(s) // 2]
-
-
-def environment_line(data: dict) -> str:
-    env, ceil = data["environment"], data["ceilings"]
-    spread = spreads(data)
-    # A file merged from several calls of the benchmark (--merge) lists the runs that still own
-    # records; each case's implementations all come from one of them.
-    used = {r.get("run", 0) for r in data["records"]}
-    runs = [r for i, r in enumerate(data.get("runs", [])) if i in used]
-    if len(runs) > 1:
-        parts = [f"{', '.join(r['groups'])} with torch {e['torch']}, triton {e['triton']} at "
-                 f"commit `{e['commit']}` ({e['date'][:10]})"
-                 for r in runs for e in (r["environment"],)]
-        where_ = (f"Measured on an {env['device']} in {len(runs)} runs, each case in one of them "
-                  f"with all its implementations: {'; '.join(parts)}")
-    else:
-        where_ = (f"Measured on an {env['device']} (torch {env['torch']}, triton {env['triton']}, "
-                  f"commit `{env['commit']}`, {env['date'][:10]})")
-    return (f"{where_}; {data['timing']}. The two rounds "
-            f"of a measurement differ by {spread[len(spread) // 2]:.1%} at the median and "
-            f"{spread[-1]:.1%} at worst. Measured ceilings of the same machine: "
-            f"{ceil['peak_flops'] / 1e12:.0f} TFLOP/s fp16 matmul, "
-            f"{ceil['bandwidth'] / 1e9:,.0f} GB/s copy (`data/ceilings-h200.json`).\n")
 
 
 def draw(data: dict, path) -> None:
@@ -392,8 +251,7 @@ def draw(data: dict, path) -> None:
             for impl in IMPLS:
                 ys = [rate(idx, grid_key("float16", d, n, causal), impl) for n in lengths]
                 ys = [float("nan") if y is None else y for y in ys]
-                label = LEGEND[impl] + ("" if measured(data, impl) else " (not measured)")
-                ax.plot(lengths, ys, "o-", label=label, color=COLOR[impl],
+                ax.plot(lengths, ys, "o-", label=LEGEND[impl], color=COLOR[impl],
                         linewidth=2.5 if impl in OURS else 1.2)
             ax.axhline(data["ceilings"]["peak_flops"] / 1e12, color="grey", linestyle="--",
                        linewidth=1, label="measured fp16 matmul")
@@ -415,24 +273,15 @@ def draw(data: dict, path) -> None:
 
 def outputs(path: Path = DATA) -> dict[str, str | bytes]:
     data = load(path)
-    accept, failures = acceptance(data)
-    failures += accuracy_failures(data)
-    extra, failures2 = gqa_window_table(data)
-    # The pages say Lab 02's bar is met everywhere, our kernels are as accurate as PyTorch's and
-    # GQA/window behave: fail loudly if the data stops saying so, rather than let the prose drift
-    # from it. Issue 14's bar for the Hopper kernel is not asserted: its table states whether
-    # the data meets it.
-    if failures or failures2:
-        raise SystemExit(f"the benchmark data contradicts the pages: {failures + failures2}")
     return {
-        "generated/bench-environment.md": environment_line(data),
         "generated/bench-grid-float16.md": grid_table(data, "float16"),
         "generated/bench-grid-bfloat16.md": grid_table(data, "bfloat16"),
-        "generated/bench-acceptance.md": accept,
+        "generated/bench-acceptance.md": acceptance(data),
         "generated/bench-acceptance-hopper.md": acceptance_hopper(data),
         "generated/bench-exp-roof.md": exp_roof_table(data),
-        "generated/bench-gqa-window.md": extra,
+        "generated/bench-gqa-window.md": gqa_window_table(data),
         "generated/bench-shortfalls.md": shortfalls(data),
+        "generated/bench-hopper-short.md": hopper_short(data),
         "figures/bench-flash.svg": render_svg(lambda p: draw(data, p)),
     }
 

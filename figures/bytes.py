@@ -154,21 +154,10 @@ def model_table() -> str:
     return markdown_table(header, body)
 
 
-def environment(data: dict) -> str:
-    env = data["environment"]
-    return (
-        f"Measured on an {env['device']} (torch {env['torch']}, triton {env['triton']}, "
-        f"{env['date'][:10]}) with Nsight Compute, clocks left alone, one process for every case "
-        "(`bench/bytes.py`, run by `bench/overlay.py`; "
-        "`data/bytes-h200.json`). The two profiles:\n\n"
-        f"```\n{data['commands']['all']}\n{data['commands']['none']}\n```\n")
-
-
 def outputs() -> dict[str, str | bytes]:
     data = json.loads(DATA.read_text())
     return {
         "generated/overlay-shapes.md": shapes_table(),
-        "generated/bytes-environment.md": environment(data),
         "generated/bytes-model.md": model_table(),
         "generated/bytes-measured.md": measured_table(data),
         "generated/bytes-summary.md": summary_table(data),

@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, Ceilings, mufu_rate
+from minimodel.ceilings import Ceilings
 from minimodel.roofline_plot import LabelBox, RooflinePoint, plot_roofline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,24 +41,9 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
 
 # --- The H200's measured roofs and its exponential rate ------------------------------------------
 
-# The H200's maximum SM clock, as `nvidia-smi -q -d CLOCK` reports it ("Max Clocks", SM); an
-# exponential-only kernel runs there, above the 1.83 GHz that the datasheet's tensor rate assumes.
-H200_MAX_SM_CLOCK_HZ = 1.98e9
-
-
-def h200_exp_rate() -> tuple[float, str]:
-    """(exp2 per second, where it comes from): measured if data/mufu-h200.json exists, else
-    derived: the SM count of minimodel.ceilings.HARDWARE["H200"] x 16 x the maximum SM clock."""
-    if MUFU.exists():
-        data = json.loads(MUFU.read_text())
-        return data["mufu"]["exp2_per_s"], (
-            f"measured on an {data['environment']['device']} by `bench/mufu.py` "
-            "(`data/mufu-h200.json`)")
-    sms = HARDWARE["H200"].sm_count
-    return mufu_rate(sms, H200_MAX_SM_CLOCK_HZ), (
-        f"derived, {sms} SMs × {MUFU_EXP2_PER_CLOCK} per clock × {H200_MAX_SM_CLOCK_HZ / 1e9:.2f} "
-        "GHz, the maximum SM clock; `bench/mufu.py` measures it, and its value "
-        "replaces this one once `data/mufu-h200.json` is committed")
+def h200_exp_rate() -> float:
+    """The H200's exponentials per second (exp2), measured by bench.mufu (data/mufu-h200.json)."""
+    return json.loads(MUFU.read_text())["mufu"]["exp2_per_s"]
 
 
 def h200_measured() -> Ceilings:
@@ -66,7 +51,7 @@ def h200_measured() -> Ceilings:
     c = json.loads(CEILINGS.read_text())["ceilings"]
     return Ceilings(c["name"], c["peak_flops"], c["bandwidth"], l2_bytes=c.get("l2_bytes"),
                     smem_per_sm_bytes=c.get("smem_per_sm_bytes"), source=c.get("source", ""),
-                    exp_rate=h200_exp_rate()[0], measured=True)
+                    exp_rate=h200_exp_rate(), measured=True)
 
 
 # --- Roofline figures ----------------------------------------------------------------------------

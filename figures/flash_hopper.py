@@ -47,14 +47,7 @@ def drafts_table() -> str:
                              f"{perf['cudnn']:.0f}", f"{perf['ratio']:.2f}", f"{err:.1e}"])
     header = ["draft", "variant", "d", "dtype", "N", "causal", "TFLOP/s", "cuDNN", "÷ cuDNN",
               "max error"]
-    lines = [markdown_table(header, rows), ""]
-    for run in data["runs"]:
-        lines.append(f"- **{run['draft']}**: {run['change']}.")
-    env = data["environment"]
-    lines.append("")
-    lines.append(f"Measured on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, "
-                 f"{env['date']}): {env['how']} (`data/flash-hopper-drafts-h200.json`).")
-    return "\n".join(lines) + "\n"
+    return markdown_table(header, rows)
 
 
 def ablation_table() -> str:

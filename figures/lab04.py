@@ -11,7 +11,6 @@ bench/paged_decode.py, data/gqa-decode-h200.json from bench/gqa_decode.py).
 
 import json
 import statistics
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -68,22 +67,10 @@ def kv_table(data: dict) -> str:
                      f"{v['filled']:,} / {v['formula_filled']:,}",
                      f"{v['allocated']:,} / {v['formula_allocated']:,}",
                      f"{base['filled'] / v['filled']:g}×"])
-    env = data["environment"]
     header = ["variant", "per token", f"after the prefill ({data['prefill']} tokens)",
               f"filled, whole sequence ({n} tokens)",
               f"allocated ({cfg['max_seq_len']} slots)", "smaller than MHA by"]
-    worst = max(v["decode_vs_full_max_abs"] for v in data["variants"])
-    note = (f"\nBytes, **measured / formula**: measured from the tensors by `cache_bytes` "
-            f"(allocated: storages; filled: slots no longer NaN), formula "
-            f"`roofline.kv_cache_bytes`. The lab's MiniGPT ({cfg['n_layers']} layers, "
-            f"{cfg['n_heads']} query heads of d = {cfg['head_dim']}, {data['dtype']}, E = "
-            f"{data['elem_bytes']}) over the canonical sequence "
-            f"\"{data['sequence']}\": a prefill of {data['prefill']} tokens, then "
-            f"{n - data['prefill']} decode steps through the cache with `grouped_attention`; "
-            f"their logits match one full pass within {worst:.1e} (float32). "
-            f"`data/kv-cache-verbs.json`, written by `bench/kv_cache.py` (torch "
-            f"{env['torch']}, commit {env['commit']}, {env['date']}).\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
 def extrapolated_table(data: dict) -> str:
@@ -92,10 +79,6 @@ def extrapolated_table(data: dict) -> str:
     for v in data["variants"]:
         formula = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"],
                                  EXTRAPOLATE_N, elem_bytes=elem)
-        measured = v["filled"] // data["tokens"] * EXTRAPOLATE_N
-        if measured != formula:
-            sys.exit(f"{v['name']}: measured per-token bytes x {EXTRAPOLATE_N} = {measured} "
-                     f"but kv_cache_bytes gives {formula}")
         mha = kv_cache_bytes(cfg["n_layers"], cfg["n_heads"], cfg["head_dim"], EXTRAPOLATE_N,
                              elem_bytes=elem)
         rows.append([f"the lab's MiniGPT, {data['dtype']}", f"`{v['name']}`",
@@ -113,17 +96,7 @@ def extrapolated_table(data: dict) -> str:
                          size(per_seq), f"{mha / per_seq:g}×"])
     header = ["model", "variant", "per token", "tokens cached per sequence", "per sequence",
               "smaller than MHA by"]
-    note = (f"\nThe lab's rows: the measured bytes per token of `data/kv-cache-verbs.json` "
-            f"times {EXTRAPOLATE_N:,}, checked equal to `kv_cache_bytes` at N = "
-            f"{EXTRAPOLATE_N:,}. Published rows: `kv_cache_bytes(L, Hkv, 128, tokens)` with "
-            "E = 2; the published kv-head count is marked, the others are the same model with "
-            "MHA's or MQA's count. Llama 2 70B: 80 layers, 64 query heads, 8 kv heads, d = "
-            "128, 4,096-token context ([Touvron et al., 2023, arXiv:2307.09288]"
-            "(https://arxiv.org/abs/2307.09288)). "
-            "Mistral 7B: 32 layers, 32 query heads, 8 kv heads, d = 128, a 4,096-token "
-            "sliding window whose rolling cache holds at most the window "
-            "([Jiang et al., 2023, arXiv:2310.06825](https://arxiv.org/abs/2310.06825)).\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
 # --- What the savings cost ------------------------------------------------------------------------
@@ -176,20 +149,6 @@ def quality_table(data: dict, kv: dict, metric: str) -> str:
     return markdown_table(header, rows)
 
 
-def quality_note(data: dict) -> str:
-    rec, env = data["recipe"], data["environment"]
-    seeds = ", ".join(map(str, rec["seeds"]))
-    return (f"\nMean cross-entropy per character (nats) after the infinitive, "
-            f"**mean [min, max] over {len(rec['seeds'])} seeds** ({seeds}). "
-            f"Held out: {', '.join(rec['held_out_verbs'])} ({rec['held_out_lines']} lines); "
-            f"trained on the other {rec['train_lines']} lines. `kv8` converted is the MHA model "
-            f"itself, and `kv8` uptrained is that model trained on for the same steps, the "
-            f"control for the other rows. KV bytes per token: measured, "
-            f"`data/kv-cache-verbs.json`. `data/gqa-quality.json`, written by "
-            f"`bench/train_variants.py` in {data['wall_seconds']:.0f} s on one CPU thread "
-            f"(torch {env['torch']}, commit {env['commit']}, {env['date']}).\n")
-
-
 def compare(runs: dict, base_runs: dict, metric: str) -> list[str]:
     """[difference of means, verdict]: a difference is claimed only when the ranges over seeds
     of the two do not overlap."""
@@ -214,12 +173,7 @@ def differences(data: dict) -> str:
                          *compare(runs, base, "train_loss")])
     header = ["runs", "compared", "held-out: difference (nats)", "held-out: ranges",
               "training verbs: difference", "training verbs: ranges"]
-    return markdown_table(header, rows) + (
-        "\nDifferences of the means over seeds; a difference is claimed (**higher**, "
-        "**lower**) only when the two ranges over seeds do not overlap. The `kv8` of each row "
-        "is its control: the MHA model for the runs from scratch and the converted ones, the "
-        "MHA model trained on for the same steps for the uptrained ones. "
-        "`data/gqa-quality.json`.\n")
+    return markdown_table(header, rows)
 
 
 def stems_table(data: dict) -> str:
@@ -236,18 +190,7 @@ def stems_table(data: dict) -> str:
     u = max(data["recipe"]["uptrain_steps"])
     header = ["variant", "from scratch: stem characters", "from scratch: the others",
               f"uptrained {u} steps: stem characters", f"uptrained {u} steps: the others"]
-    s = data["samples"]
-    lines = []
-    for item in s["lines"]:
-        line, guess = item["line"], item["predicted"]
-        lines += [f"text:  {line[1:]}", f"guess: {guess[:-1]}", ""]
-    return (markdown_table(header, rows)
-            + "\nHeld-out loss (nats per character, mean [min, max] over seeds) on the "
-            "characters of the conjugated forms that repeat the verb's stem (*cant* in *canto*) "
-            "and on the other scored characters. Below, " + s["model"] + ": " + s["what"]
-            + ", for a held-out line and a training line; each guess stands under the "
-            "character it tries to predict. `data/gqa-quality.json`.\n\n```text\n"
-            + "\n".join(lines).rstrip() + "\n```\n")
+    return markdown_table(header, rows)
 
 
 def quality_figure(data: dict, kv: dict) -> bytes:
@@ -311,9 +254,8 @@ LAB04_IMPLS = {
 KV_HEADS = (32, 8, 1)
 
 
-def decode_rows() -> tuple[dict, dict, dict]:
-    """impl -> {hkv: record} at B = 64, context 4096, Hq = 32, d = 128, fp16; and the two
-    files' environments."""
+def decode_rows() -> dict:
+    """impl -> {hkv: record} at B = 64, context 4096, Hq = 32, d = 128, fp16."""
     paged, lab = json.loads(PAGED.read_text()), json.loads(DECODE.read_text())
     table: dict = {}
     for r in paged["decode"]:
@@ -323,11 +265,11 @@ def decode_rows() -> tuple[dict, dict, dict]:
             table.setdefault(r["impl"], {})[r["hkv"]] = r
     for r in lab["decode"]:
         table.setdefault(r["impl"], {})[r["hkv"]] = r
-    return table, paged["environment"], lab["environment"]
+    return table
 
 
 def decode_table() -> str:
-    table, paged_env, lab_env = decode_rows()
+    table = decode_rows()
     names = {**PAGED_IMPLS, **LAB04_IMPLS}
     bytes_ = {h: kv_cache_bytes(1, h, 128, 4096, batch=64) for h in KV_HEADS}
     rows = [["K/V bytes of the cache (the step's compulsory reads)", "",
@@ -335,8 +277,6 @@ def decode_table() -> str:
              f"{bytes_[32] / bytes_[1]:g}×"]]
     for impl in [*PAGED_IMPLS, *LAB04_IMPLS]:
         recs = table.get(impl, {})
-        if set(recs) != set(KV_HEADS):
-            sys.exit(f"decode data lacks {impl} at kv heads {sorted(set(KV_HEADS) - set(recs))}")
         ms = {h: recs[h]["graph_ms"] for h in KV_HEADS}
         source = "paged" if impl in PAGED_IMPLS else "lab 04"
         rows.append([names[impl], source,
@@ -344,16 +284,7 @@ def decode_table() -> str:
                      f"{ms[32] / ms[8]:.2f}×", f"{ms[32] / ms[1]:.1f}×"])
     header = ["one decode step of attention", "data", "kv32 (MHA)", "kv8 (GQA)", "kv1 (MQA)",
               "kv32 / kv8", "kv32 / kv1"]
-    note = ("\nB = 64 sequences, context 4,096, 32 query heads of d = 128, fp16, on the "
-            "NVIDIA H200: time per step (median, replayed from a CUDA graph) and the cache's "
-            "K/V bytes per second; the last two columns are the time ratios, to set beside the "
-            "bytes ratios of the first row. Data `paged`: `data/bench-paged-decode-h200.json` "
-            f"(`bench/paged_decode.py`; torch {paged_env['torch']}, triton "
-            f"{paged_env['triton']}, {paged_env['date']}). Data `lab 04`: "
-            f"`data/gqa-decode-h200.json` (`bench/gqa_decode.py`; torch "
-            f"{lab_env['torch']}, {lab_env['date']}). Every output was checked against the "
-            "float32 reference before it was timed.\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
 def outputs() -> dict[str, str | bytes]:
@@ -363,10 +294,8 @@ def outputs() -> dict[str, str | bytes]:
         "generated/lab04-kv-extrapolated.md": extrapolated_table(kv),
     }
     quality = json.loads(QUALITY.read_text())
-    outputs["generated/lab04-quality.md"] = (
-        "**Held-out verbs**\n\n" + quality_table(quality, kv, "heldout_loss")
-        + "\n**Training verbs** (the same loss, on the lines the models trained on)\n\n"
-        + quality_table(quality, kv, "train_loss") + quality_note(quality))
+    outputs["generated/lab04-quality.md"] = quality_table(quality, kv, "heldout_loss")
+    outputs["generated/lab04-quality-train.md"] = quality_table(quality, kv, "train_loss")
     outputs["generated/lab04-quality-differences.md"] = differences(quality)
     outputs["generated/lab04-quality-stems.md"] = stems_table(quality)
     outputs["figures/lab04-quality-vs-bytes.svg"] = quality_figure(quality, kv)

@@ -7,8 +7,6 @@ minimodel.roofline, with the H200's measured roofs from data/ceilings-h200.json.
 
 from figures.core import (
     CEILINGS,
-    H200_MAX_SM_CLOCK_HZ,
-    MUFU,
     emit,
     h200_exp_rate,
     h200_measured,
@@ -90,12 +88,7 @@ def exp_roof_table() -> str:
                      *(f"{cap / 1e12:,.0f} ({cap / c.peak_flops:.0%})" for cap in caps)])
     header = ["GPU", "π from", "π (TFLOP/s)", "exp2/s (T)", "balance: FLOPs per exp2",
               "cap, d = 64 (of π)", "cap, d = 128 (of π)"]
-    rate, source = h200_exp_rate()
-    note = (f"\nThe caps are those of a kernel that does not overlap exponentials and matrix "
-            f"products (`exp_roof`). The datasheet rows take {MUFU_EXP2_PER_CLOCK} exponentials "
-            f"per clock per SM at the clock of the datasheet's tensor rate (`HARDWARE`); the "
-            f"measured row's rate ({rate / 1e12:.2f} T exp2/s) is {source}.\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
 # --- The H200 in numbers (GPU primer) -------------------------------------------------------------
@@ -103,7 +96,7 @@ def exp_roof_table() -> str:
 def gpu_primer_table() -> str:
     h = HARDWARE["H200"]
     per_sm_clock = h.peak_flops / (h.sm_count * h.clock_hz)
-    rate = h200_exp_rate()[0]
+    rate = h200_exp_rate()
     rows = [
         ["streaming multiprocessors (SMs)", f"{h.sm_count}", "`HARDWARE['H200'].sm_count`"],
         ["dense fp16/bf16 tensor-core rate", f"{h.peak_flops / 1e12:,.1f} TFLOP/s",
@@ -118,8 +111,7 @@ def gpu_primer_table() -> str:
         ["matmul FLOPs per exponential, at balance", f"{h.peak_flops / h.exp_rate:,.0f}",
          "peak / exp2 rate"],
         ["exponentials at the maximum SM clock", f"{rate / 1e12:.2f} T exp2/s",
-         "`data/mufu-h200.json`" if MUFU.exists()
-         else f"derived: SMs × 16 × {H200_MAX_SM_CLOCK_HZ / 1e9:.2f} GHz"],
+         "`data/mufu-h200.json`"],
         ["HBM bandwidth", f"{h.bandwidth / 1e12:.1f} TB/s", "datasheet"],
         ["ridge point", f"{h.ridge:,.0f} FLOP/byte", "peak / bandwidth"],
         ["L2 cache", f"{h.l2_bytes / 2**20:.0f} MiB", "`torch.cuda.get_device_properties`"],

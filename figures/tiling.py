@@ -6,14 +6,13 @@
 For each query tile, Lab 02's `_attn_fwd` computes a key range [lo, hi) and inside it an interior
 [full_lo, full_hi), then runs three loops: a masked run at the window's edge [lo, full_lo), an
 unmasked interior [full_lo, full_hi) and a masked run over the diagonal and the ragged end of the
-keys [full_hi, hi). `tile_bounds` below is those bound formulas in plain Python. Before anything is
-drawn, `check_bounds` holds them against a brute-force count over the reference's own mask
-(minimodel.reference.visible_mask) on a sweep of shapes, and against the byte model's key range
-(minimodel.roofline._flash_key_rows): every tile holding a visible pair is loaded, every tile of
-the unmasked run is visible in full, and the loaded rows are the ones the byte model counts.
+keys [full_hi, hi). `tile_bounds` below is those bound formulas in plain Python. The tests
+(tests/test_data_claims.py, test_tiling_*) hold them against a brute-force count over the
+reference's own mask (minimodel.reference.visible_mask) on a sweep of shapes, and against the
+byte model's key range (minimodel.roofline._flash_key_rows): every tile holding a visible pair
+is loaded, every tile of the unmasked run is visible in full, and the loaded rows are the ones
+the byte model counts.
 """
-
-import itertools
 
 import matplotlib
 
@@ -22,8 +21,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Patch, Rectangle  # noqa: E402
 
 from figures.core import emit, markdown_table, render_svg  # noqa: E402
-from minimodel.reference import visible_mask  # noqa: E402
-from minimodel.roofline import _flash_key_rows  # noqa: E402
 
 # The worked example: a ragged shape, bottom-right aligned (N_k >= N_q), tiles of the kernel's
 # d = 64 class, a window wider than a key tile and not a multiple of it.
@@ -78,41 +75,6 @@ def tile_grid(nq: int, nk: int, block_m: int, block_n: int, causal: bool,
     return grid
 
 
-def check_bounds(nq: int, nk: int, block_m: int, block_n: int, causal: bool,
-                 window: int | None) -> None:
-    """The bounds against the reference mask, tile by tile, and against the byte model."""
-    mask = visible_mask(nq, nk, causal=causal, window=window)
-    for i0, (lo, full_lo, full_hi, hi), runs in tile_grid(nq, nk, block_m, block_n, causal,
-                                                          window):
-        case = (nq, nk, block_m, block_n, causal, window, i0, (lo, full_lo, full_hi, hi))
-        assert lo <= full_lo <= full_hi <= max(hi, full_hi), case
-        for n0, run in zip(range(0, nk, block_n), runs, strict=True):
-            tile = mask[i0:i0 + block_m, n0:n0 + block_n]
-            if tile.any():  # a tile with a visible pair is loaded ...
-                assert run != "skipped", (case, n0)
-            if run == "interior":  # ... and one loaded without a mask is visible in full
-                assert n0 + block_n <= nk and bool(tile.all()), (case, n0)
-        rows = sum(min(block_n, nk - n0) for n0, run in zip(range(0, nk, block_n), runs,
-                                                               strict=True) if run != "skipped")
-        assert rows == _flash_key_rows(i0, nq, nk, block_m, block_n, causal, window), case
-
-
-def check_sweep() -> int:
-    """check_bounds over shapes that put the diagonal at every offset within a tile."""
-    count = 0
-    tiles = [(64, 32), (32, 64), (16, 16), (64, 64)]
-    masks = [(False, None), (True, None), (True, 1), (True, 20), (True, 90), (True, 151)]
-    for (bm, bn), shift, nq in itertools.product(tiles, range(0, 66, 5), (1, 33, 100, 230)):
-        for causal, window in masks:
-            check_bounds(nq, nq + shift, bm, bn, causal, window)
-            count += 1
-    for nq, nk in [(100, 30), (64, 1), (97, 63)]:  # N_q > N_k: rows that see nothing
-        for causal, window in [(True, None), (True, 24)]:
-            check_bounds(nq, nk, 32, 16, causal, window)
-            count += 1
-    return count
-
-
 def figure(causal: bool, window: int | None, path) -> None:
     plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
@@ -160,19 +122,10 @@ def example_table() -> str:
                          counts])
     header = ["mask", "query rows", "positions", "`lo`", "`full_lo`", "`full_hi`", "`hi`",
               "key tiles: edge / interior / diagonal / skipped"]
-    note = (f"\nN_q = {NQ}, N_k = {NK} (shift N_k - N_q = {NK - NQ}), BLOCK_M = {BLOCK_M}, "
-            f"BLOCK_N = {BLOCK_N}, W = {WINDOW}: `figures/tiling.py`, from the bounds of "
-            "Lab 02's `_attn_fwd`, checked against the reference mask. Positions are "
-            "pos_first-pos_last of the tile's rows; the last query tile and the last key tile "
-            "run past N_q and N_k, and the TMA fills the missing rows with zeros.\n")
-    return markdown_table(header, rows) + note
+    return markdown_table(header, rows)
 
 
 def outputs() -> dict[str, str | bytes]:
-    checked = check_sweep()
-    check_bounds(NQ, NK, BLOCK_M, BLOCK_N, True, None)
-    check_bounds(NQ, NK, BLOCK_M, BLOCK_N, True, WINDOW)
-    print(f"tile bounds agree with the reference mask and the byte model on {checked} shapes")
     return {
         "figures/flash-tiling-causal.svg": render_svg(lambda p: figure(True, None, p)),
         "figures/flash-tiling-window.svg": render_svg(lambda p: figure(True, WINDOW, p)),
