@@ -14,7 +14,8 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # CPU: the interpreter 
 # ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-scores>>[init]
 @triton.jit
 def _scores_kernel(q_ptr, k_ptr, s_ptr, n_q, n_k, d, scale,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                   DOT_PRECISION: tl.constexpr):
     """S = scale * Q K^T for Q (n_q, d), K (n_k, d), both contiguous; one program per tile of S."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -26,7 +27,7 @@ def _scores_kernel(q_ptr, k_ptr, s_ptr, n_q, n_k, d, scale,
                     mask=(offs_m[:, None] < n_q) & (offs_k[None, :] < d), other=0.0)
         k = tl.load(k_ptr + offs_n[:, None] * d + offs_k[None, :],
                     mask=(offs_n[:, None] < n_k) & (offs_k[None, :] < d), other=0.0)
-        acc = tl.dot(q, tl.trans(k), acc, input_precision="ieee")  # acc += Q_tile K_tile^T
+        acc = tl.dot(q, tl.trans(k), acc, input_precision=DOT_PRECISION)  # acc += Q_tile K_tile^T
     tl.store(s_ptr + offs_m[:, None] * n_k + offs_n[None, :], acc * scale,
              mask=(offs_m[:, None] < n_q) & (offs_n[None, :] < n_k))
 
@@ -39,7 +40,9 @@ def test_scores_tile_by_tile(n_q, n_k, d, dtype):
     k = torch.randn(n_k, d, generator=gen).to(dtype=dtype, device=DEVICE)
     s = torch.empty(n_q, n_k, device=DEVICE)
     grid = (triton.cdiv(n_q, 16), triton.cdiv(n_k, 16))
-    _scores_kernel[grid](q, k, s, n_q, n_k, d, 0.125, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    precision = "ieee" if dtype == torch.float32 else "tf32"  # as Lab 02 passes it
+    _scores_kernel[grid](q, k, s, n_q, n_k, d, 0.125, BLOCK_M=16, BLOCK_N=16, BLOCK_K=16,
+                         DOT_PRECISION=precision)
     expected = 0.125 * q.double() @ k.double().T
     torch.testing.assert_close(s.double(), expected, atol=1e-4, rtol=1e-4)
 # ~/~ end

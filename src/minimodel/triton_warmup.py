@@ -166,8 +166,11 @@ def softmax_rows(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
     if m == 0:
         return out
+    block_n = triton.next_power_of_2(n)
+    # more warps for a longer row: fewer of its elements per thread (the interpreter ignores it)
+    num_warps = 4 if block_n <= 2048 else 8 if block_n <= 8192 else 16
     _softmax_rows_kernel[(m,)](x, out, n, x.stride(0), x.stride(1), out.stride(0),
-                               out.stride(1), BLOCK_N=triton.next_power_of_2(n))
+                               out.stride(1), BLOCK_N=block_n, num_warps=num_warps)
     return out
 # ~/~ end
 
