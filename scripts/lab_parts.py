@@ -1,6 +1,7 @@
 """Which modules and which test files belong to a lab, and to each part of it (hand-written).
 
-A lab's own tests are the test files marked `pytest.mark.lab("NN")`; a file of a later part says
+A lab's own tests are the test files marked `pytest.mark.lab("NN")` (NN: two digits and an
+optional letter, "00" or "01b"); a file of a later part says
 so with `pytest.mark.lab("NN", part=2)` (no part: part 1). A lab's modules are its skeletons,
 exercises/labNN/<module>.py; a module belongs to the part whose test files import it
 (`from minimodel.<module> import ...`). `tests/conftest.py` uses this for `make check-mine`, and
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MARK = re.compile(r'pytest\.mark\.lab\(\s*"(\d+)"\s*(?:,\s*part\s*=\s*(\d+))?\s*\)')
+MARK = re.compile(r'pytest\.mark\.lab\(\s*"(\d+[a-z]?)"\s*(?:,\s*part\s*=\s*(\d+))?\s*\)')
 
 
 def lab_test_files(lab: str) -> dict[Path, str]:
