@@ -700,6 +700,10 @@ def test_views_that_are_no_longer_current_are_refused():
     for seq, prompt in PROMPTS.items():
         cache.allocate(seq, prompt)
     tokens, positions = torch.zeros(2, 3, dtype=torch.long), torch.arange(3).expand(2, 3)
+    if DEVICE != "cpu":  # the view's device is checked before which view it is
+        with pytest.raises(ValueError, match=r"the cache is on cuda"):
+            model(tokens, positions, cache.select([0, 1]))
+    model, tokens, positions = model.to(DEVICE), tokens.to(DEVICE), positions.to(DEVICE)
     first = cache.select([0, 1])
     cache.select([1, 3])  # replaces the tables of every two-row view
     with pytest.raises(ValueError, match=r"later select of 2 rows"):
@@ -708,12 +712,13 @@ def test_views_that_are_no_longer_current_are_refused():
         model(tokens, positions, first, check=False)
     one = cache.select([1])
     with torch.no_grad():
-        model(tokens[:1, :2], torch.arange(2)[None], one)  # positions 0, 1 of its 5
+        model(tokens[:1, :2], positions[:1, :2], one)  # positions 0, 1 of its 5
         for _ in range(4):  # positions 5 ... 8: the last opens block 1, a new table entry
             cache.append_slot(1, 4)
+        two = torch.tensor([[2]], device=DEVICE)
         with pytest.raises(ValueError, match=r"sequence 1's block table changed after select"):
-            model(tokens[:1, :1], torch.tensor([[2]]), one)
-        model(tokens[:1, :1], torch.tensor([[2]]), cache.select([1]))  # selected again: fine
+            model(tokens[:1, :1], two, one)
+        model(tokens[:1, :1], two, cache.select([1]))  # selected again: fine
     cache.allocate(9, [1] * 41)  # more tokens than max_seq_len: a table of 6 blocks
     with pytest.raises(ValueError, match=r"sequence 9 holds 6 blocks, more than the 5"):
         cache.select([9])
@@ -726,11 +731,12 @@ def test_an_unchecked_eager_step_reads_no_value(monkeypatch):
 
     torch.manual_seed(0)
     config = MiniGPTConfig(**GRAPH_SIZES, window=6)
-    model = MiniGPT(config).eval()
+    model = MiniGPT(config).eval().to(DEVICE)
     out = []
     with torch.no_grad():
         for check in (None, False):
-            batch = DecodeBatch(model, KernelPagedKVCache(config, 40, 8), PROMPTS, DEVICE)
+            batch = DecodeBatch(model, KernelPagedKVCache(config, 40, 8, device=DEVICE),
+                                PROMPTS, DEVICE)
             tokens, positions, view = batch.prepare()
             with HostReads(monkeypatch) as host:
                 out.append(model(tokens, positions, view, check=check))

@@ -248,6 +248,10 @@ class KernelPagedKVCache(PagedKVCache):
                              f"and positions {(b, n)}, got q {tuple(q.shape)}, k "
                              f"{tuple(k.shape)}, v {tuple(v.shape)}, positions "
                              f"{tuple(positions.shape)}")
+        if any(t.device != self.k.device for t in (q, k, v, positions)):
+            raise ValueError(f"the cache is on {self.k.device}: q, k, v and positions must be "
+                             f"too, got {q.device}, {k.device}, {v.device} and {positions.device}"
+                             " (the model and its inputs on the cache's device)")
         args = (q, k, v, self.k, self.v, layer, positions, self.block_tables, self.error_flags,
                 c.window)
         if torch.compiler.is_compiling():  # one node that writes the pools in place
