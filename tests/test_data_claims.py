@@ -1063,3 +1063,58 @@ def test_eager_timing_calls_outlast_the_host():
         f"the shortest call of ours in the forward grid takes {min(fwd):.3f} ms, the shortest of "
         f"the config sweep {shortest:.3f} ms",
     )
+
+
+# --- Lab 03 part 2: the host path (data/host-path-h200.json) ------------------------------------
+
+LAB03B = "lab/03b-paged-kernels.md"
+
+
+def host_path_ratios() -> tuple[list[float], list[float], list[float]]:
+    """GPU-time ratios to cuDNN of attention and of the paged prefill, and host-time excesses."""
+    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
+    attention, prefill, extra = [], [], []
+    for case in data["cases"]:
+        ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
+        for r in case["records"]:
+            if r["impl"] == "attention":
+                attention.append(r["gpu_ms"] / ref["gpu_ms"])
+            if r["impl"] == "paged_prefill_fast":
+                prefill.append(r["gpu_ms"] / ref["gpu_ms"])
+            if r["impl"] != "sdpa_cudnn" and r["host_us"] is not None:
+                extra.append(r["host_us"] - ref["host_us"])
+    return attention, prefill, extra
+
+
+def test_host_path_graph_ratios_and_host_excess_stated():
+    attention, prefill, extra = host_path_ratios()
+    assert min(extra) > 0  # every entry point spends more host time than SDPA
+    stated(LAB03B, f"`minimodel.attention` takes {min(attention):.2f} to {max(attention):.2f} "
+                   f"times cuDNN's GPU time on these shapes, and the paged prefill kernel "
+                   f"{min(prefill):.2f} to {max(prefill):.2f} times")
+    stated(LAB03B, f"from {min(extra):.1f} to {max(extra):.1f} µs more a call")
+
+
+def test_paged_checks_cost_more_than_a_decode_step():
+    data = json.loads((ROOT / "data" / "paged-checks-h200.json").read_text())
+    for case in data["decode"]:
+        t = {r["path"]: r for r in case["rows"]}
+        assert t["checked"]["eager_ms"] - t["fast"]["eager_ms"] > t["fast"]["graph_ms"], case
+    stated(LAB03B, "At every decode shape measured the checks cost more than the decode step "
+                   "itself")
+
+
+def test_hopper_short_sequences_timed_apart_stated():
+    """Lab 02 part 2: the Hopper kernel's graph time against cuDNN's at N = 512 and 1024."""
+    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
+    ratio = {}
+    for case in data["cases"]:
+        if case["kind"] == "prefill":
+            t = {r["impl"]: r for r in case["records"]}
+            ratio[case["n"]] = t["flash_attention_hopper"]["gpu_ms"] / t["sdpa_cudnn"]["gpu_ms"]
+            hopper = t["flash_attention_hopper"]
+            assert hopper["host_us"] > hopper["gpu_ms"] * 1e3  # "more host time than GPU time"
+    assert abs(ratio[1024] - 1) < 0.03  # "level with it"
+    stated("lab/02b-flash-hopper.md",
+           f"graph replay is some {round((ratio[512] - 1) * 100)}% above cuDNN's, and at "
+           "\\(N = 1024\\) level with it")
