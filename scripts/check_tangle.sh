@@ -64,6 +64,26 @@ for f in $produced; do
   fi
 done
 
+# A block that ends in a blank line does not survive a round trip through stitch (stitch drops
+# it, the next tangle differs): refuse it here rather than after someone's `entangled watch`.
+trailing=$("$PY" - <<'PYEOF'
+import pathlib
+for page in sorted(pathlib.Path("docs").rglob("*.md")):
+    lines, start = page.read_text().split("\n"), None
+    for i, line in enumerate(lines):
+        if start is None and line.startswith("``` {."):
+            start = i
+        elif start is not None and line.startswith("```"):
+            if i > start + 1 and not lines[i - 1].strip():
+                print(f"{page}:{start + 1}")
+            start = None
+PYEOF
+)
+if [ -n "$trailing" ]; then
+  echo "check_tangle: these code blocks end in a blank line (stitch would drop it):"
+  echo "$trailing"; fail=1
+fi
+
 # Stitch reads a block back from every tangled file it stands in, in an order that depends on
 # Python's hash seed, so a block in two files could undo an edit. Skeletons are never read back
 # (tools/minimodel_tools/entangled_hooks.py); every other block must stand in one file only.

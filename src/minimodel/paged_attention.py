@@ -459,7 +459,6 @@ def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: in
         return 1
     tiles = triton.cdiv(max(context_len, 1), block_n)
     return max(1, min(triton.cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
-
 # ~/~ end
 
 
