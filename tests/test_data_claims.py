@@ -1118,3 +1118,13 @@ def test_hopper_short_sequences_timed_apart_stated():
     stated("lab/02b-flash-hopper.md",
            f"graph replay is some {round((ratio[512] - 1) * 100)}% above cuDNN's, and at "
            "\\(N = 1024\\) level with it")
+
+
+def test_window_time_share_stated():
+    """Theory 03: the window's share of full causal time, as the benchmark table gives it."""
+    table = (ROOT / "docs" / "generated" / "bench-gqa-window.md").read_text()
+    cells = [c.strip() for c in next(line for line in table.splitlines()
+                                    if line.startswith("| window")).split("|")]
+    time_ratio, flop_ratio = cells[4], cells[5]
+    stated("theory/03-paged-and-sliding.md",
+           f"the window does {flop_ratio} of the causal FLOPs in {time_ratio} of its time")
