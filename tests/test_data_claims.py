@@ -1128,3 +1128,12 @@ def test_window_time_share_stated():
     time_ratio, flop_ratio = cells[4], cells[5]
     stated("theory/03-paged-and-sliding.md",
            f"the window does {flop_ratio} of the causal FLOPs in {time_ratio} of its time")
+
+
+def test_exp_share_at_d64_stated():
+    """Lab 02 part 2: at d = 64 the exponentials take about seven tenths of the matrix time."""
+    table = (ROOT / "docs" / "generated" / "flash-exp-roof.md").read_text()
+    share = next(int(line.split("|")[3].strip().rstrip("%")) / 100
+                 for line in table.splitlines() if line.startswith("| 64 "))
+    assert round(share / (1 - share), 1) == 0.7, share
+    assert page("lab/02b-flash-hopper.md").count("about seven tenths of the matrix time") == 2

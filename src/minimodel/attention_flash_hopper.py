@@ -78,7 +78,7 @@ def _work_item(item, n_m, n_q, n_k, n_heads, group, window,
     n_tiles key tiles, and the interior [full_lo, full_hi) where no pair is masked."""
     off_bh = item // n_m  # consecutive items: the query tiles of one head (K, V stay in L2)
     j = item % n_m
-    if CAUSAL:  # zigzag: items 2p and 2p + 1 of a head hold n_m + 1 key tiles together
+    if CAUSAL:  # zigzag: items 2p and 2p + 1 hold n_m + 1 key tiles together (n_m even)
         start_m = gl.where(j % 2 == 0, n_m - 1 - j // 2, j // 2)
     else:
         start_m = n_m - 1 - j
