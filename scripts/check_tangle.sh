@@ -19,8 +19,11 @@ HAND_WRITTEN=(
   tests/test_data_claims.py
   tests/test_entangled_workflow.py
   tests/test_exercises.py
+  tests/prose_numbers.txt
   tests/test_prose_numbers.py
   tests/test_skeletons.py
+  tests/test_vllm_links.py
+  tests/vllm-v0.10.2-files.txt
 )
 TANGLED_DIRS=(src tests exercises)
 
