@@ -1,0 +1,124 @@
+"""FlashAttention-3's ping-pong and intra-warpgroup overlap, as a schedule diagram (Lab 02 part 2).
+
+    python -m figures.pingpong            # write docs/figures/hopper-pingpong-schedule.svg
+    python -m figures.pingpong --check    # fail if it is stale
+
+Not a measurement: a small model of the order of events that the page's consumer follows
+(`flash-hopper-consumer`), in made-up units. Per key tile t a consumer warpgroup waits for its
+turn, issues S_{t+1} = Q K_{t+1}^T and then acc += P~_t V_t (asynchronous wgmma), hands the turn
+to the other warpgroup, waits for S_{t+1} only, computes its softmax while P~_t V_t runs, waits
+for the product and rescales acc. The tensor cores run the products one at a time in the order
+they were issued. Durations: one unit per product, SOFTMAX units per softmax, RESCALE per
+rescale; the diagram asserts that the tensor cores never run two products at once and that each
+warpgroup's softmax of S_{t+1} overlaps its own P~_t V_t.
+"""
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+
+from figures.core import emit, render_svg  # noqa: E402
+
+GEMM, SOFTMAX, RESCALE = 1.0, 1.6, 0.3
+TILES = 4  # key tiles per work item
+COLORS = {"S": "#4f7cac", "PV": "#5b8e7d", "softmax": "#f4a259", "rescale": "#bc4b51"}
+
+
+def schedule(tiles: int = TILES) -> list[tuple[str, str, float, float, str]]:
+    """[(row, kind, start, end, label)]: rows 'WG0', 'WG1' and 'tensor cores'."""
+    events: list[tuple[str, str, float, float, str]] = []
+    tc_free = 0.0
+    turn = {0: 0.0, 1: float("inf")}  # when each warpgroup may next issue; WG0 goes first
+    ready = {0: 0.0, 1: 0.0}  # when each warpgroup's threads are free
+    step = {0: -1, 1: -1}  # the last tile whose S the warpgroup issued, -1 before the prologue
+    while min(step.values()) < tiles:
+        # the warpgroup holding the turn issues next
+        wg = min((w for w in (0, 1) if step[w] < tiles), key=lambda w: turn[w])
+        issue = max(turn[wg], ready[wg])
+        t = step[wg]  # issue S_{t+1} (none after the last tile) and P~_t V_t (none before t = 0)
+        products = []
+        if t + 1 < tiles:
+            products.append(("S", f"S{t + 1}"))
+        if t >= 0:
+            products.append(("PV", f"PV{t}"))
+        ends = {}
+        for kind, label in products:
+            start = max(issue, tc_free)
+            tc_free = start + GEMM
+            ends[kind] = tc_free
+            events.append(("tensor cores", kind, start, tc_free, f"{label} (WG{wg})"))
+            events.append((f"WG{wg}", "issued", issue, issue, label))
+        if step[1 - wg] < tiles:  # hand the turn to the other warpgroup, unless it is done
+            turn[wg], turn[1 - wg] = float("inf"), issue
+        free = issue
+        if "S" in ends:  # wait for S_{t+1} only, then its softmax while P~_t V_t runs
+            start = max(free, ends["S"])
+            free = start + SOFTMAX
+            events.append((f"WG{wg}", "softmax", start, free, f"softmax S{t + 1}"))
+        if "PV" in ends:  # wait for the product, then rescale acc
+            start = max(free, ends["PV"])
+            free = start + RESCALE
+            events.append((f"WG{wg}", "rescale", start, free, ""))
+        ready[wg] = free
+        step[wg] = t + 1
+    _check(events)
+    return events
+
+
+def _check(events) -> None:
+    tc = sorted((s, e) for row, _, s, e, _ in events if row == "tensor cores")
+    assert all(a[1] <= b[0] for a, b in zip(tc, tc[1:], strict=False)), "products overlap"
+    for wg in ("WG0", "WG1"):
+        pv = {lab.split()[0][2:]: (s, e) for row, k, s, e, lab in events
+              if row == "tensor cores" and k == "PV" and lab.endswith(f"({wg})")}
+        sm = {lab.split()[1][1:]: (s, e) for row, k, s, e, lab in events
+              if row == wg and k == "softmax"}
+        for t, (s, e) in pv.items():
+            if str(int(t) + 1) in sm:
+                a, b = sm[str(int(t) + 1)]
+                assert a < e and s < b, f"{wg}: softmax S{int(t) + 1} does not overlap PV{t}"
+
+
+def figure(path) -> None:
+    events = schedule()
+    plt.rcParams["svg.hashsalt"] = "minimodel"
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    rows = ["WG0", "WG1", "tensor cores"]
+    y = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
+    for row, kind, s, e, label in events:
+        if kind == "issued":
+            ax.plot([s, s], [y[row] - 0.38, y[row] + 0.38], color="black", lw=0.8)
+            continue
+        ax.barh(y[row], e - s, left=s, height=0.6, color=COLORS[kind], edgecolor="white", lw=0.8)
+        if label:
+            ax.text((s + e) / 2, y[row], label.replace(" (", "\n("), ha="center",
+                    va="center", fontsize=6.5, color="white" if kind != "softmax" else "black")
+    ax.set_yticks([y[r] for r in rows], ["consumer WG0", "consumer WG1", "tensor cores"],
+                  fontsize=8)
+    end = max(e for *_, e, _ in events)
+    ax.set(xlim=(0, end + 0.1), xlabel="time (schedule units: one product = 1; not measured)")
+    ax.xaxis.label.set_fontsize(8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_title("Schedule diagram, not a measurement: ping-pong between two consumer "
+                 "warpgroups, softmax of S_(t+1) overlapping P~_t V_t", fontsize=9)
+    handles = [Patch(facecolor=COLORS[k], label=lab) for k, lab in (
+        ("S", "S_(t+1) = Q K_(t+1)^T"), ("PV", "acc += P~_t V_t"),
+        ("softmax", "softmax of S_(t+1)"), ("rescale", "wait for P~V, rescale acc"))]
+    handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
+    ax.legend(handles=handles, fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.3),
+              frameon=False)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, metadata={"Date": None})
+    plt.close(fig)
+
+
+def outputs() -> dict[str, str | bytes]:
+    return {"figures/hopper-pingpong-schedule.svg": render_svg(figure)}
+
+
+if __name__ == "__main__":
+    emit(outputs())
