@@ -145,16 +145,22 @@ REWORDED_04 = [
 ]
 
 
+def reworded(tmp_path: Path, module: str, replacements: list[tuple[str, str]]) -> Path:
+    """A learner's folder holding the solution's `module` with its messages reworded."""
+    mywork = tmp_path / "mywork"
+    mywork.mkdir()
+    source = (ROOT / "src" / "minimodel" / f"{module}.py").read_text()
+    for old, new in replacements:
+        assert source.count(old) == 1, f"{old} is not in {module}.py any more"
+        source = source.replace(old, new)
+    (mywork / f"{module}.py").write_text(source)
+    return mywork
+
+
 def test_a_solution_in_its_own_words_passes_among_other_files(tmp_path):
     """Lab 04's solution reworded passes `make check-mine LAB=04`, beside another lab's broken
     file and stray files, which are ignored and listed as ignored."""
-    mywork = tmp_path / "mywork"
-    mywork.mkdir()
-    source = (ROOT / "src/minimodel/attention_mqa_gqa.py").read_text()
-    for old, new in REWORDED_04:
-        assert source.count(old) == 1, f"{old} is not in attention_mqa_gqa.py any more"
-        source = source.replace(old, new)
-    (mywork / "attention_mqa_gqa.py").write_text(source)
+    mywork = reworded(tmp_path, "attention_mqa_gqa", REWORDED_04)
     (mywork / "block_manager.py").write_text("class BlockManager(:\n")  # Lab 03, half written
     (mywork / "scratch.py").write_text("import no_such_module\n")
     (mywork / "notes.txt").write_text("try MQA first\n")
@@ -187,14 +193,7 @@ REWORDED_00 = [
 
 def test_lab00_in_its_own_words_passes(tmp_path):
     """Lab 00's solution with its messages reworded passes `make check-mine LAB=00`."""
-    mywork = tmp_path / "mywork"
-    mywork.mkdir()
-    source = (ROOT / "src/minimodel/online_softmax.py").read_text()
-    for old, new in REWORDED_00:
-        assert source.count(old) == 1, f"{old} is not in online_softmax.py any more"
-        source = source.replace(old, new)
-    (mywork / "online_softmax.py").write_text(source)
-    result, counts = check_mine("00", mywork)
+    result, counts = check_mine("00", reworded(tmp_path, "online_softmax", REWORDED_00))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert counts["passed"] > 0 and counts["failed"] == 0
 
