@@ -738,6 +738,7 @@ def test_an_unchecked_eager_step_reads_no_value(monkeypatch):
             batch = DecodeBatch(model, KernelPagedKVCache(config, 40, 8, device=DEVICE),
                                 PROMPTS, DEVICE)
             tokens, positions, view = batch.prepare()
+            tokens, positions = tokens.to(DEVICE), positions.to(DEVICE)  # beside the model
             with HostReads(monkeypatch) as host:
                 out.append(model(tokens, positions, view, check=check))
             assert bool(host.reads) == (check is None)
