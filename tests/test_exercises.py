@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import ROOT
 
 LABS = sorted(p.name.removeprefix("lab") for p in (ROOT / "exercises").glob("lab*"))
@@ -53,9 +54,13 @@ def check_mine(lab: str, mywork: Path, *extra: str) -> tuple[subprocess.Complete
     # On a GPU the runs share Triton's autotuning results on disk (keyed by the kernel's source,
     # so a changed kernel is tuned afresh) instead of benchmarking every tile config again.
     env = {**os.environ, "TRITON_CACHE_AUTOTUNING": "1"}
+    # On a GPU a lab's run compiles its kernels for the GPU and adds speed-scale shapes: alone it
+    # takes minutes, so it runs on four workers (the GPU has room for them all); on a CPU the
+    # outer run's workers already fill the cores.
+    workers = ["-n", "4"] if torch.cuda.is_available() else []
     result = subprocess.run(
         [sys.executable, "-m", "pytest", f"--lab={lab}", f"--mywork={mywork}", "-q",
-         "-p", "no:cacheprovider", f"--junitxml={report}", *extra],
+         "-p", "no:cacheprovider", f"--junitxml={report}", *workers, *extra],
         cwd=ROOT, capture_output=True, text=True, timeout=1800, env=env)
     counts = {"passed": 0, "failed": 0, "skipped": 0, "messages": []}
     if report.exists():
