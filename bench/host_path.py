@@ -22,9 +22,9 @@ import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from bench.core import environment
-from minimodel.attention import attention
+from minimodel.attention import _check_call, attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
-from minimodel.paged_attention import paged_decode, paged_prefill
+from minimodel.paged_attention import decode_contiguous, paged_decode, paged_prefill
 from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
 
 DEVICE = "cuda"
@@ -89,6 +89,22 @@ def decode_case(nk: int) -> dict:
         measure("paged_decode_checked", lambda: paged_decode(q3, kp, vp, table, lens),
                 capturable=False),
     ]
+    # Where attention's host time goes: its checks, its two output allocations, and the decode
+    # kernel launched alone (num_splits=1: one launch, no merge) against the default split (the
+    # split kernel and the merge): their difference is what folding the merge into the split
+    # kernel would save.
+    tau = d**-0.5
+    parts = {
+        "checks": host_time_us(lambda: _check_call(q, k, v, False, None, None)),
+        "allocate_outputs": host_time_us(lambda: (
+            torch.empty(q.shape, dtype=q.dtype, device=DEVICE),
+            torch.empty(q.shape[:-1], dtype=torch.float32, device=DEVICE))),
+        "decode_one_launch": host_time_us(lambda: decode_contiguous(q, k, v, window=None,
+                                                                    tau=tau, num_splits=1)),
+        "decode_split_and_merge": host_time_us(lambda: decode_contiguous(q, k, v, window=None,
+                                                                         tau=tau)),
+    }
+    print("  host parts (us):", {name: round(us, 1) for name, us in parts.items()}, flush=True)
     bad = table.clone()
     bad[0, 0] = kp.shape[0]
     still = {
@@ -98,7 +114,7 @@ def decode_case(nk: int) -> dict:
         "paged_decode_checked": refuses(lambda: paged_decode(q3, kp, vp, bad, lens)),
     }
     return {"kind": "decode", "b": b, "hq": hq, "hkv": hkv, "d": d, "keys": nk, "records": recs,
-            "still_refuses": still}
+            "host_parts_us": parts, "still_refuses": still}
 
 
 def prefill_case(n: int, b: int = 4) -> dict:

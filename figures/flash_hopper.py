@@ -70,7 +70,9 @@ def ablation_table() -> str:
     note = (f"TFLOP/s (÷ cuDNN) at d = 128, fp16, B = 16384 / N, H = 16, measured in one process "
             f"on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, commit "
             f"{env['commit']}, {env['date'][:10]}) by `bench/ablate_hopper.py` "
-            "(`data/flash-hopper-ablation-h200.json`); medians of `triton.testing.do_bench`.")
+            "(`data/flash-hopper-ablation-h200.json`); "
+            + ("GPU time under CUDA-graph replay (medians)." if "graph" in data["timing"]
+               else "medians of `triton.testing.do_bench` (eager)."))
     return markdown_table(["N", "causal"] + [shown[n] for n in names], rows) + "\n" + note + "\n"
 
 

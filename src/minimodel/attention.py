@@ -16,7 +16,7 @@ from minimodel import paged_attention
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import MAX_HEAD_DIM as HOPPER_MAX_HEAD_DIM
 from minimodel.attention_flash_hopper import flash_attention_hopper
-from minimodel.kernels import INTERPRET, SUPPORTED_DTYPES, check_forward_only
+from minimodel.kernels import INTERPRET, SUPPORTED_DTYPES, capability, check_forward_only
 from minimodel.minigpt import AttentionFn, MiniGPTConfig
 from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.paged_kv_cache import PagedKVCache
@@ -67,7 +67,7 @@ def _hopper_takes(q: torch.Tensor) -> bool:
     the interpreter), float16 or bfloat16, head_dim <= 128."""
     return (not INTERPRET and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
             and q.shape[-1] <= HOPPER_MAX_HEAD_DIM
-            and torch.cuda.get_device_capability(q.device)[0] == 9)
+            and capability(q.device.index)[0] == 9)
 
 
 def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
@@ -80,9 +80,10 @@ def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     if width != d:  # a zero column adds nothing to q.k; its output column is zero, dropped
         q, k, v = (torch.nn.functional.pad(t, (0, width - d)) for t in (q, k, v))
     # One query at key position nk - 1 sees every key with or without `causal`; a window still
-    # needs causal=True (checked by _check_call), as in the reference.
-    o, lse = paged_attention.decode_contiguous(q[:, :, 0], k, v, window=window, tau=tau)
-    return o[:, :, None, :d], lse[:, :, None]
+    # needs causal=True (checked by _check_call), as in the reference. q stays (B, Hq, 1, d) and
+    # O comes back so: no view on the host path of a decode step.
+    o, lse = paged_attention.decode_contiguous(q, k, v, window=window, tau=tau)
+    return (o, lse) if width == d else (o[..., :d], lse)
 # ~/~ end
 
 

@@ -6,6 +6,7 @@ reading K and V through a block table.
 Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 """
 
+import threading
 from typing import NamedTuple
 
 import torch
@@ -17,9 +18,11 @@ from minimodel.kernels import (
     LN2,
     LOG2E,
     SUPPORTED_DTYPES,
+    cdiv,
     check_forward_only,
     check_int,
     key_range,
+    next_power_of_2,
     num_sms,
 )
 from minimodel.reference import check_mask_args, resolve_scale
@@ -457,8 +460,8 @@ def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: in
     target = PROGRAMS_PER_SM * num_sms
     if programs >= target:
         return 1
-    tiles = triton.cdiv(max(context_len, 1), block_n)
-    return max(1, min(triton.cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
+    tiles = cdiv(max(context_len, 1), block_n)
+    return max(1, min(cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
 # ~/~ end
 
 
@@ -676,8 +679,9 @@ def decode_contiguous(
     num_splits: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The decode kernel on a contiguous cache k, v: (B, Hkv, N, d), read in place: sequence b is
-    'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d); inputs checked by
-    the caller (minimodel.attention). Returns (O (B, Hq, d), lse (B, Hq))."""
+    'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d) or (B, Hq, 1, d);
+    inputs checked by the caller (minimodel.attention). Returns (O, lse) shaped as q and as q
+    less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1)."""
     _check_device_and_dtype(q, k, v)
     _check_head_dim(q.shape[-1])
     if num_splits is not None:
@@ -698,32 +702,32 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
                    workspace=None, error_flags=None):
     """Launch the decode kernel (and the merge when the context is split): through the block
     table and context lengths when they are given, else on a contiguous cache of n_k keys per
-    sequence (block_tables = context_lens = None). `out` = (O, lse) and `workspace` = (O_u
-    (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given preallocated (as a CUDA
-    graph needs); they are allocated here otherwise."""
+    sequence (block_tables = context_lens = None). q is (B, Hq, d), or (B, Hq, 1, d) as
+    `attention` holds it. `out` = (O, lse), shaped like q and q less its last dim, and
+    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given
+    preallocated; they are allocated here otherwise (the workspace reused, see _workspace)."""
     paged = block_tables is not None
-    b, hq, d = q.shape
-    head_dim = max(16, triton.next_power_of_2(d))
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    head_dim = max(16, next_power_of_2(d))
     cfg = decode_config(head_dim, q.element_size())
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     if num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device))
-    split_len = triton.cdiv(triton.cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
+    split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     group = hq // n_kv_heads
     if out is None:
-        out = (torch.empty((b, hq, d), dtype=q.dtype, device=q.device),
-               torch.empty((b, hq), dtype=torch.float32, device=q.device))
+        out = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+               torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
     o, lse = out
     if num_splits == 1:  # one program per (sequence, kv head) writes the result itself
         o_dst, lse_dst = o, lse
-        so = (o.stride(0), o.stride(1), 0, o.stride(2))
+        so = (o.stride(0), o.stride(1), 0, o.stride(-1))
         sl = (lse.stride(0), lse.stride(1), 0)
     else:  # partial (O_u, lse_u) per split, merged below
         if workspace is None:
-            workspace = (torch.empty((b, hq, num_splits, d), dtype=torch.float32, device=q.device),
-                         torch.empty((b, hq, num_splits), dtype=torch.float32, device=q.device))
+            workspace = _workspace(q.device, b, hq, num_splits, d)
         o_dst, lse_dst = workspace
         so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
         sl = lse_dst.stride()
@@ -738,10 +742,10 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     _paged_decode_fwd[(b * n_kv_heads, num_splits)](
         q, k, v, block_tables, context_lens, o_dst, lse_dst, flags,
         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
-        *q.stride(), *strides_k, *strides_v, *tables,
+        q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
         error_flags.stride(0) if error_flags is not None else 0,
         *so, *sl,
-        D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, triton.next_power_of_2(group)),
+        D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, next_power_of_2(group)),
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
         HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
@@ -750,10 +754,38 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     if num_splits > 1:
         _merge_splits[(b * hq,)](
             o_dst, lse_dst, o, lse, num_splits, hq,
-            *o_dst.stride(), *lse_dst.stride(), *o.stride(), *lse.stride(),
+            *o_dst.stride(), *lse_dst.stride(), o.stride(0), o.stride(1), o.stride(-1),
+            lse.stride(0), lse.stride(1),
             D=d, HEAD_DIM=head_dim, BLOCK_S=16, num_warps=4,
         )
     return o, lse
+
+
+# The split workspace of the last eager call, per (device, stream, thread): reused while the
+# shape repeats, so a decode step allocates only its outputs. Calls that share an entry are
+# issued by one thread on one stream, so the GPU runs them in order and one call's merge has read
+# the partials before the next call's splits write them. Under CUDA-graph capture every call
+# takes its own (the graph's memory pool keeps it for replay).
+_WORKSPACES: dict[tuple, tuple[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]]] = {}
+
+
+def _workspace(device: torch.device, b: int, hq: int, splits: int,
+               d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(O_u (B, Hq, splits, d), lse_u (B, Hq, splits)), float32, for one split decode call."""
+    shape = (b, hq, splits, d)
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if not capturing:
+        stream = (torch._C._cuda_getCurrentRawStream(device.index)
+                  if device.type == "cuda" else 0)
+        key = (device, stream, threading.get_ident())
+        cached = _WORKSPACES.get(key)
+        if cached is not None and cached[0] == shape:
+            return cached[1]
+    space = (torch.empty(shape, dtype=torch.float32, device=device),
+             torch.empty(shape[:-1], dtype=torch.float32, device=device))
+    if not capturing:
+        _WORKSPACES[key] = (shape, space)
+    return space
 # ~/~ end
 
 
@@ -837,13 +869,13 @@ def _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc, *, 
         window = min(window, block_tables.shape[1] * block_size)
     total_q, hq, d = q.shape
     b = query_start_loc.shape[0] - 1
-    head_dim = max(16, triton.next_power_of_2(d))
+    head_dim = max(16, next_power_of_2(d))
     o, lse = out if out is not None else (
         torch.empty_like(q), torch.empty((total_q, hq), dtype=torch.float32, device=q.device))
     cfg = prefill_config(head_dim, q.element_size())
     # At least one program per (sequence, head): each also checks its offsets and length, and
     # walks every tile of its chunk however few rows max_query_len promised.
-    grid = (min(max(1, triton.cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
+    grid = (min(max(1, cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
     _paged_prefill_fwd[grid](
         q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
         error_flags if error_flags is not None else lse,  # never written without HAS_ERR
