@@ -94,7 +94,6 @@ def _paged_decode_fwd(
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)  # running sum of P~ V
     offs_n = tl.arange(0, BLOCK_N)
     bad_keys = tl.zeros([BLOCK_N], tl.int32)  # keys whose table entry lies outside the pool
-    table = table_ptr + b64 * stride_tb
     k_head = k_ptr + off_hkv * stride_kh
     v_head = v_ptr + off_hkv * stride_vh
     k_cols = cols64[None, :] * stride_kd
@@ -104,6 +103,7 @@ def _paged_decode_fwd(
         visible = (j >= lo) & (j < end)
         if PAGED:
             # 0 <= start_n and j < end <= ctx <= capacity: every entry read is in this row.
+            table = table_ptr + b64 * stride_tb  # this sequence's row
             if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
                 phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
             else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
@@ -735,12 +735,12 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         tables = (block_tables.stride(0), block_tables.stride(1), context_lens.stride(0))
         num_blocks = k.shape[0]
         capacity = min(block_tables.shape[1] * block_size, 2**31 - 1)
-    else:  # PAGED=False never reads the table or the lengths: q stands in for both pointers
+    else:  # PAGED=False never reads the table or the lengths: None for both pointers
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
-        block_tables = context_lens = q
-    flags = error_flags if error_flags is not None else o  # never written without HAS_ERR
+    # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
+    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
     _paged_decode_fwd[(b * n_kv_heads, num_splits)](
-        q, k, v, block_tables, context_lens, o_dst, lse_dst, flags,
+        q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
         q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
         error_flags.stride(0) if error_flags is not None else 0,
@@ -878,7 +878,7 @@ def _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc, *, 
     grid = (min(max(1, cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
     _paged_prefill_fwd[grid](
         q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
-        error_flags if error_flags is not None else lse,  # never written without HAS_ERR
+        error_flags,  # None without HAS_ERR: never written then
         tau * LOG2E, window or 0, hq, hq // n_kv_heads, total_q, k_pool.shape[0],
         min(block_tables.shape[1] * block_size, 2**31 - 1),
         *q.stride(), *k_pool.stride(), *v_pool.stride(), *block_tables.stride(),
