@@ -1,6 +1,7 @@
 """Tables of the host path (data/host-path-h200.json, bench/host_path.py): for each shape, every
 call's host time per call, GPU time under graph replay and eager time, with the ratios to
-SDPA-cuDNN measured in the same process, and which calls still refused a bad call there.
+SDPA-cuDNN measured in the same process, where a decode call's host time goes, and which calls
+still refused a bad call there.
 
     python -m figures.host_path            # write docs/generated/host-path*.md
     python -m figures.host_path --check    # fail if they are stale
@@ -49,9 +50,24 @@ def refusals(data: dict) -> str:
     return markdown_table(["shape", "refused a bad call, same process", "did not"], rows)
 
 
+PARTS = {"checks": "`attention`'s checks (`_check_call`)",
+         "allocate_outputs": "O and lse allocated (two `torch.empty`)",
+         "decode_one_launch": "`decode_contiguous`, one split: one launch",
+         "decode_split_and_merge": "`decode_contiguous`, default split: split kernel and merge"}
+
+
+def parts(data: dict) -> str:
+    """Host µs of the pieces of a decode call, one column per decode shape."""
+    cases = [c for c in data["cases"] if "host_parts_us" in c]
+    rows = [[label] + [cell(c["host_parts_us"][name]) for c in cases]
+            for name, label in PARTS.items()]
+    return markdown_table(["host µs of"] + [shape(c) for c in cases], rows)
+
+
 def outputs() -> dict[str, str | bytes]:
     data = json.loads(DATA.read_text())
     return {"generated/host-path.md": times(data),
+            "generated/host-path-parts.md": parts(data),
             "generated/host-path-refusals.md": refusals(data)}
 
 

@@ -1095,6 +1095,48 @@ def test_host_path_graph_ratios_and_host_excess_stated():
     stated(LAB03B, f"from {min(extra):.1f} to {max(extra):.1f} µs more a call")
 
 
+LAB02B = "lab/02b-flash-hopper.md"
+
+
+def test_hopper_ablation_stated():
+    """Lab 02 part 2: what each switch of the Hopper kernel buys, under graph replay."""
+    data = json.loads((ROOT / "data" / "flash-hopper-ablation-h200.json").read_text())
+    assert "graph" in data["timing"]
+    rate = {(r["n"], r["causal"]): r for r in data["records"]}
+    gain = lambda r, other: r["hopper"]["tflops"] / r[other]["tflops"] - 1  # noqa: E731
+    persist = {k: gain(r, "hopper, one program per item pair") for k, r in rate.items()}
+    pingpong = {k: gain(r, "hopper, no ping-pong") for k, r in rate.items()}
+    cudnn = {k: r["hopper"]["tflops"] / r["sdpa_cudnn"]["tflops"] for k, r in rate.items()}
+    lo, hi = min(persist, key=persist.get), max(persist, key=persist.get)
+    assert min(persist.values()) > 0 and lo == (8192, True) and hi == (512, False)
+    stated(LAB02B, f"from {persist[lo]:.1%} (causal, \\(N = 8192\\)) to {persist[hi]:.1%} (no "
+                   "mask, \\(N = 512\\)) over one program per pair of items")
+    assert persist[(512, True)] > 0  # "has the persistent grid ahead too"
+    behind, ahead = min(pingpong, key=pingpong.get), max(pingpong, key=pingpong.get)
+    assert all(abs(x) < 0.02 for x in pingpong.values())
+    assert behind == (8192, True) and ahead == (8192, False)
+    stated(LAB02B, f"from {-pingpong[behind]:.1%} behind (causal, \\(N = 8192\\)) to "
+                   f"{pingpong[ahead]:.1%} ahead (no mask, \\(N = 8192\\))")
+    long = [v for (n, _), v in cudnn.items() if n >= 2048]
+    stated(LAB02B, f"from \\(N = 2048\\) on ({min(long):.3f} to {max(long):.2f}), and at "
+                   f"\\(N = 512\\) reaches {cudnn[(512, False)]:.2f} without a mask and "
+                   f"{cudnn[(512, True)]:.2f} causal")
+
+
+def test_host_path_parts_stated():
+    """Lab 03 part 2: where a decode call's host time goes, in the words the page uses."""
+    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
+    for case in (c for c in data["cases"] if c["kind"] == "decode"):
+        p = case["host_parts_us"]
+        assert p["checks"] < 10  # "a few µs"
+        assert 15 <= p["allocate_outputs"] <= 25  # "about twenty"
+        assert 80 <= p["decode_one_launch"] <= 130  # "about a hundred µs"
+        assert 35 <= p["decode_split_and_merge"] - p["decode_one_launch"] <= 70  # "some fifty"
+    stated(LAB03B, "The checks are a few µs and the two output allocations about twenty")
+    stated(LAB03B, "costs about a hundred µs of host time on this machine, and the default call, "
+                   "the split kernel and the merge, some fifty more")
+
+
 def test_paged_checks_cost_more_than_a_decode_step():
     data = json.loads((ROOT / "data" / "paged-checks-h200.json").read_text())
     for case in data["decode"]:

@@ -775,9 +775,11 @@ def _workspace(device: torch.device, b: int, hq: int, splits: int,
     shape = (b, hq, splits, d)
     capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     if not capturing:
-        stream = (torch._C._cuda_getCurrentRawStream(device.index)
-                  if device.type == "cuda" else 0)
-        key = (device, stream, threading.get_ident())
+        if device.type == "cuda":  # "cuda" alone names the current device
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            key = ("cuda", index, torch._C._cuda_getCurrentRawStream(index), threading.get_ident())
+        else:
+            key = (device.type, device.index, 0, threading.get_ident())
         cached = _WORKSPACES.get(key)
         if cached is not None and cached[0] == shape:
             return cached[1]
