@@ -223,8 +223,9 @@ def fp8_support() -> str | None:
     from minimodel.paged_attention import paged_decode
 
     if not {"k_scale", "v_scale"} <= set(inspect.signature(paged_decode).parameters):
-        return ("paged_decode takes no k_scale / v_scale yet: issue #27's FP8 cache is not merged, "
-                "so the fp8 case is not measured (its prediction stands alone)")
+        return ("paged_decode takes no k_scale / v_scale: issue #27's FP8 cache is not merged "
+                "(or names its scales otherwise: then adapt bench.exam.build), so the fp8 case is "
+                "not measured and its prediction stands alone")
     return None
 
 
