@@ -1311,26 +1311,6 @@ def test_lab02_fa3_ablation_above_the_cap():
     )
 
 
-def test_hopper_pingpong_within_two_percent_at_long_sequences():
-    """Lab 02 part 2: at N >= 2048 the kernel without ping-pong is within 2% of the kept kernel
-    and ahead at every such point of data/flash-hopper-ablation-h200.json; at N = 512 it is
-    behind."""
-    data = json.loads((ROOT / "data" / "flash-hopper-ablation-h200.json").read_text())
-    ratio = {
-        (r["n"], r["causal"]): r["hopper, no ping-pong"]["ms"] / r["hopper"]["ms"]
-        for r in data["records"]
-    }
-    long = [x for (n, _), x in ratio.items() if n >= 2048]
-    assert long and all(0.98 <= x < 1 for x in long), ratio
-    assert all(x > 1 for (n, _), x in ratio.items() if n == 512), ratio
-    stated(
-        LAB02B,
-        "at \\(N \\ge 2048\\) the kernel without it is within 2% and, at every such point of "
-        "this run, slightly ahead",
-    )
-    stated(LAB02B, "It stays on: it costs under 2% at \\(N \\ge 2048\\)")
-
-
 # --- Theory 00 and the index: figures restated from other pages' data ---------------------------
 
 INDEX, THEORY00 = "index.md", "theory/00-motivation.md"
