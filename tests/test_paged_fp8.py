@@ -28,7 +28,7 @@ from minimodel.reference import attention_ref
 from minimodel.verbs import tokenizer, verb_sequence
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-check-helpers>>[init]
-U8, U16 = 2.0**-4, 2.0**-11  # the unit roundoffs of e4m3 and float16 (3 and 10 mantissa bits)
+U8 = 2.0**-4  # e4m3's unit roundoff (3 mantissa bits): float16's is 2^-11
 
 
 class Fp8Cache(NamedTuple):
