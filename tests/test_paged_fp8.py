@@ -408,8 +408,10 @@ def test_minigpt_decodes_the_verb_sequence_through_the_fp8_cache():
             q, quantized(k), quantized(v), **m))[0]
         got = verb_logits(model.to(DEVICE), KernelPagedKVCache(
             VERB_CONFIG, 16, 8, device=DEVICE, kv_dtype=FP8_DTYPE)).double().cpu()
-    # the kernels compute the 8-bit arithmetic (float32 model, float32 kernels)
-    torch.testing.assert_close(got, as_8, atol=1e-3, rtol=0)
+    # the kernels compute the 8-bit arithmetic (float32 model and kernels against float64; a
+    # key the float32 model computes a hair off a rounding boundary may round the other way,
+    # so the bar is a tenth of the rounding's own effect, not float32's 1e-4)
+    assert rms(got - as_8) <= 0.1 * rms(as_8 - want), (rms(got - as_8), rms(as_8 - want))
     # its rounding against the 16-bit cache's: about 2^7 times, as statement 3 says
     assert rms(got - want) <= 2 * 2**7 * rms(as_16 - want), (rms(got - want), rms(as_16 - want))
     # the same next token at every position as the float64 pass and the 16-bit cache
