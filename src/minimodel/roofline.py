@@ -5,8 +5,8 @@ Every FLOP and byte figure in minimodel comes from this module. Tangled from
 docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-attention.md, the
 MLA counts from docs/theory/04-gqa-mqa-mla.md, the per-kernel counts from
 docs/lab/01-flash-bytes.md, the batches of sequences of their own lengths from
-docs/lab/05-exam.md); edit the pages, not this file. The roofs are in minimodel.ceilings, the
-figure in minimodel.roofline_plot.
+docs/lab/05-exam.md, the 8-bit cache from docs/lab/03b-paged-kernels.md); edit the pages, not
+this file. The roofs are in minimodel.ceilings, the figure in minimodel.roofline_plot.
 """
 
 import math
@@ -20,7 +20,8 @@ __all__ = [
     "decode_bytes", "decoder_layer_costs", "flash_attention_bytes", "flash_forward_bytes",
     "key_range", "kv_cache_bytes", "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops",
     "naive_attention_bytes", "naive_attention_bytes_per_kernel", "paged_decode_bytes",
-    "varlen_attention_flops", "varlen_attention_min_bytes", "visible_pairs",
+    "scaled_kv_cache_bytes", "varlen_attention_flops", "varlen_attention_min_bytes",
+    "visible_pairs",
 ]
 
 # ~/~ begin <<docs/theory/00-motivation.md#roofline-flops>>[init]
@@ -408,5 +409,17 @@ def _check_seqs(seqs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
             raise ValueError(f"seqs[{i}] must be an (nq, nk) pair, got {pair!r}")
         _check_positive(**{f"seqs[{i}] nq": pair[0], f"seqs[{i}] nk": pair[1]})
     return [tuple(p) for p in pairs]
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#roofline-fp8>>[init]
+def scaled_kv_cache_bytes(
+    n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, *, batch: int = 1,
+    elem_bytes: int = 1, scale_bytes: int = 4,
+) -> int:
+    """A KV cache of `elem_bytes` per element with one scale of `scale_bytes` per token and kv
+    head, for K and for V: 2 * L * Hkv * (d * E + S) bytes a token (E = 1, S = 4: e4m3 with
+    float32 scales; S = 0 is kv_cache_bytes)."""
+    _check_positive(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch=batch,
+                    elem_bytes=elem_bytes)
+    _check_nonnegative(tokens=tokens, scale_bytes=scale_bytes)
+    return 2 * n_layers * n_kv_heads * (head_dim * elem_bytes + scale_bytes) * tokens * batch
 # ~/~ end
 # ~/~ end
