@@ -409,6 +409,7 @@ def _check_seqs(seqs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
             raise ValueError(f"seqs[{i}] must be an (nq, nk) pair, got {pair!r}")
         _check_positive(**{f"seqs[{i}] nq": pair[0], f"seqs[{i}] nk": pair[1]})
     return [tuple(p) for p in pairs]
+# ~/~ end
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#roofline-fp8>>[init]
 def scaled_kv_cache_bytes(
     n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, *, batch: int = 1,
