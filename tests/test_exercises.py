@@ -128,7 +128,9 @@ def test_a_solution_with_a_known_bug_fails(lab, tmp_path):
     assert source.count(old) == 1, f"the mutant's target is not in {module}.py any more"
     (mywork / f"{module}.py").write_text(source.replace(old, new))
     result, counts = check_mine(lab, mywork, "-x")
-    assert result.returncode == 1 and counts["failed"] >= 1, result.stdout[-2000:]
+    # Exit 1: tests failed; on a GPU the lab runs on workers, and there -x ends the run as
+    # interrupted (exit 2) at the first failure. Either way a test of the lab must have failed.
+    assert result.returncode in (1, 2) and counts["failed"] >= 1, result.stdout[-2000:]
 
 
 # Lab 04's solution in other words: every message reworded (still naming what the task says it
