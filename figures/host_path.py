@@ -64,9 +64,23 @@ def parts(data: dict) -> str:
     return markdown_table(["host µs of"] + [shape(c) for c in cases], rows)
 
 
+LAUNCHES = {"jit": "through Triton's JIT (`kernel[grid](...)`)",
+            "direct_tensors": "the compiled kernel's launcher, tensors",
+            "direct_ints": "the compiled kernel's launcher, addresses as ints",
+            "torch_empty": "for scale: one `torch.empty`"}
+
+
+def launch_costs() -> str:
+    data = json.loads((ROOT / "data" / "launch-costs-h200.json").read_text())
+    rows = [[label, cell(data["host_us"].get(name)), data["errors"].get(name, "")]
+            for name, label in LAUNCHES.items()]
+    return markdown_table(["one launch of `_merge_splits`", "host µs", "error"], rows)
+
+
 def outputs() -> dict[str, str | bytes]:
     data = json.loads(DATA.read_text())
-    return {"generated/host-path.md": times(data),
+    return {"generated/launch-costs.md": launch_costs(),
+            "generated/host-path.md": times(data),
             "generated/host-path-parts.md": parts(data),
             "generated/host-path-refusals.md": refusals(data)}
 

@@ -1387,3 +1387,31 @@ def test_fp8_decode_pending_exactly_while_unmeasured():
     assert len(data["copy_bytes_per_s"]) == 2
     for r in impls.values():  # every output was checked before it was timed
         assert r["max_err_own_cache"] <= 2 * r["pytorch_err_own_cache"] + 1e-6, r["impl"]
+
+
+def test_fp8_decode_measured_stated():
+    """Lab 03 part 2: what the 8-bit cache's measurement shows, from its data file."""
+    data = json.loads(FP8_DATA.read_text())
+    impls = {r["impl"]: r for r in data["records"]}
+    copy = sum(data["copy_bytes_per_s"]) / len(data["copy_bytes_per_s"])
+    share = {k: r["kv_bytes"] / (r["graph_ms"] * 1e-3) / copy for k, r in impls.items()}
+    speed = {k: impls["fp16_paged"]["graph_ms"] / r["graph_ms"] for k, r in impls.items()}
+    assert share["fp8_paged"] < 0.8 and speed["fp8_paged"] < 1.6  # "misses both bars"
+    assert share["fp8_paged_block_n_128"] < 0.8 and speed["fp8_paged_block_n_128"] < 1.6
+    stated(LAB03B, f"the kernel reads its bytes at {share['fp8_paged']:.0%} of the copy rate and "
+                   f"serves {speed['fp8_paged']:.2f} times the 16-bit cache's tokens per second")
+    stated(LAB03B, f"it reaches {share['fp8_paged_block_n_128']:.0%} of the copy rate and "
+                   f"{speed['fp8_paged_block_n_128']:.2f} times")
+    stated(LAB03B, f"the same shape at {share['fp16_paged']:.0%} of the copy rate in this run")
+
+
+def test_launch_costs_stated():
+    """Lab 03 part 2: most of a Triton launch's host time is the JIT's Python."""
+    data = json.loads((ROOT / "data" / "launch-costs-h200.json").read_text())
+    us = data["host_us"]
+    assert not data["errors"]
+    assert us["direct_tensors"] <= us["jit"] / 3 * 1.1  # "a third of the JIT's path"
+    assert us["direct_tensors"] - us["direct_ints"] < us["jit"] - us["direct_tensors"]
+    stated(LAB03B, "the compiled kernel's launcher called directly costs a third of the JIT's "
+                   "path, and passing addresses as ints instead of tensors saves little more")
+
