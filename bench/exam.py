@@ -23,7 +23,7 @@ from a CUDA graph (bench.core.time_ms, graph replay: the GPU's time, no host tim
 turns, the median kept. Beside ours, the peer anchor where one exists: SDPA's cuDNN backend on
 contiguous tensors of the same shapes (no sliding window there; a ragged batch only as its two
 parts). Variant 1's FP8 cache is measured only once `paged_decode` takes float8_e4m3fn pools with
-k_scale / v_scale of shape (num_blocks, block_size, Hkv), float32 (issue #27); until then the case
+k_scale / v_scale of shape (num_blocks, block_size, Hkv), float32 (Lab 03 part 2); else the case
 is recorded as skipped, saying why. The device's copy rate is measured in the same run. Variant
 3's "apart" is the prefill call and the decode call replayed one after the other in one graph.
 """
@@ -223,7 +223,7 @@ def fp8_support() -> str | None:
     from minimodel.paged_attention import paged_decode
 
     if not {"k_scale", "v_scale"} <= set(inspect.signature(paged_decode).parameters):
-        return ("paged_decode takes no k_scale / v_scale: issue #27's FP8 cache is not merged "
+        return ("paged_decode takes no k_scale / v_scale: the 8-bit cache of Lab 03 part 2 is absent "
                 "(or names its scales otherwise: then adapt bench.exam.build), so the fp8 case is "
                 "not measured and its prediction stands alone")
     return None
