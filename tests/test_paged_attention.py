@@ -413,11 +413,12 @@ def test_decode_checked_path_ignores_entries_it_does_not_read():
 
 @pytest.mark.parametrize("entry", BAD_ENTRIES)
 @pytest.mark.parametrize("num_splits", [1, 3])
-def test_decode_fast_path_skips_an_entry_outside_the_pool_and_flags_it(entry, num_splits):
+@pytest.mark.parametrize("block", [0, 1])  # the first tile a program reads, or a later one
+def test_decode_fast_path_skips_an_entry_outside_the_pool_and_flags_it(entry, num_splits, block):
     lens = [37, 50, 20]
     cache = make_cache(lens, 2, 32, 16)
     k, v, k_pool, v_pool, table, lens_t = cache
-    table[1, 1] = bad_value(entry, k_pool)  # keys 16..31 of sequence 1
+    table[1, block] = bad_value(entry, k_pool)  # keys 16 block .. 16 block + 15 of sequence 1
     flags = torch.zeros(3, dtype=torch.int32, device=DEVICE)
     q = make_q(3, 4, 32)
     out, lse = paged_decode(q, k_pool, v_pool, fenced(table, spare_block(cache)),
@@ -426,7 +427,8 @@ def test_decode_fast_path_skips_an_entry_outside_the_pool_and_flags_it(entry, nu
     assert flags.tolist() == [0, BAD_ENTRY, 0]
     for seq in (0, 2):
         check_decode_keys(out, lse, q, k, v, seq, range(lens[seq]))
-    check_decode_keys(out, lse, q, k, v, 1, [*range(16), *range(32, 50)])  # the rest, no NaN
+    rest = [*range(16 * block), *range(16 * block + 16, 50)]
+    check_decode_keys(out, lse, q, k, v, 1, rest)  # the rest, no NaN
 
 
 @pytest.mark.parametrize("num_splits", [None, 1, 4])
