@@ -155,6 +155,7 @@ browser-check: site
 
 lint: setup
 	$(BIN)/ruff check src tests scripts tools exercises bench figures
+	$(BIN)/ruff format --check --quiet bench figures scripts/count_lines.py
 
 # Tables and figures for the pages, from the package and the committed data under data/:
 # `python -m figures` runs every module of figures/ (one per group, `python -m figures.NAME`).

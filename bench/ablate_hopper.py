@@ -37,15 +37,19 @@ def measure(n: int, causal: bool, d: int = 128, h: int = 16) -> dict:
     """Every variant, Lab 02's kernel and cuDNN at one shape, on the same inputs."""
     b = 16384 // n
     g = torch.Generator(device="cuda").manual_seed(n + causal)
-    q, k, v = (torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.float16)
-               for _ in range(3))
-    fns = {name: (lambda kw=kw: flash_attention_hopper(q, k, v, causal=causal, **kw))
-           for name, kw in VARIANTS.items()}
+    q, k, v = (
+        torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.float16) for _ in range(3)
+    )
+    fns = {
+        name: (lambda kw=kw: flash_attention_hopper(q, k, v, causal=causal, **kw))
+        for name, kw in VARIANTS.items()
+    }
     fns["lab02"] = lambda: flash_attention(q, k, v, causal=causal)
 
     def cudnn():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
     fns["sdpa_cudnn"] = cudnn
     first = fns["hopper"]()
     flops = attention_flops(b, h, n, n, d, causal=causal)
@@ -61,8 +65,9 @@ def measure(n: int, causal: bool, d: int = 128, h: int = 16) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path,
-                        default=ROOT / "data" / "flash-hopper-ablation-h200.json")
+    parser.add_argument(
+        "--out", type=Path, default=ROOT / "data" / "flash-hopper-ablation-h200.json"
+    )
     parser.add_argument("--smoke", action="store_true", help="a small subset (a GPU smoke run)")
     args = parser.parse_args()
     if not torch.cuda.is_available():
@@ -72,14 +77,19 @@ def main() -> None:
         for causal in (False, True):
             row = measure(n, causal)
             records.append(row)
-            print(n, "causal" if causal else "full",
-                  {name: round(r["tflops"]) for name, r in row.items() if isinstance(r, dict)},
-                  flush=True)
-    out = {"environment": environment(),
-           "timing": "triton.testing.do_bench median, ms; TFLOP/s from minimodel.roofline."
-                     "attention_flops (visible pairs)",
-           "variants": dict(VARIANTS),
-           "records": records}
+            print(
+                n,
+                "causal" if causal else "full",
+                {name: round(r["tflops"]) for name, r in row.items() if isinstance(r, dict)},
+                flush=True,
+            )
+    out = {
+        "environment": environment(),
+        "timing": "triton.testing.do_bench median, ms; TFLOP/s from minimodel.roofline."
+        "attention_flops (visible pairs)",
+        "variants": dict(VARIANTS),
+        "records": records,
+    }
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")
 

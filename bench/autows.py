@@ -46,11 +46,17 @@ def kernel_pair(flagged: bool):
     if flagged:
         inner_src = inner_src.replace(LOOP, FLAGGED)
     kernel_src = textwrap.dedent(inspect.getsource(attention_flash._attn_fwd.fn))
-    namespace = {"triton": triton, "tl": tl, "LN2": kernels.LN2, "key_range": kernels.key_range,
-                 "__name__": f"probe_autows_{int(flagged)}"}
+    namespace = {
+        "triton": triton,
+        "tl": tl,
+        "LN2": kernels.LN2,
+        "key_range": kernels.key_range,
+        "__name__": f"probe_autows_{int(flagged)}",
+    }
     path = Path(tempfile.mkdtemp()) / f"probe_{int(flagged)}.py"  # jit needs a source file
-    path.write_text("import triton\nimport triton.language as tl\n\n" + inner_src + "\n\n"
-                    + kernel_src)
+    path.write_text(
+        "import triton\nimport triton.language as tl\n\n" + inner_src + "\n\n" + kernel_src
+    )
     code = compile(path.read_text(), str(path), "exec")
     exec(code, namespace)  # noqa: S102 - our own kernel's source, rewritten on one line
     return namespace["_attn_fwd"]
@@ -59,12 +65,33 @@ def kernel_pair(flagged: bool):
 def signature(block_m: int, block_n: int, head_dim: int) -> dict[str, str]:
     def desc(rows: int) -> str:
         return f"tensordesc<fp16[1,1,{rows},{head_dim}]>"
-    sig = {"desc_q": desc(block_m), "desc_k": desc(block_n), "desc_v": desc(block_n),
-           "desc_o": desc(block_m), "lse_ptr": "*fp32", "qk_scale": "fp32"}
-    sig |= {name: "i32" for name in ("n_q", "n_k", "n_heads", "group", "window", "stride_lse_b",
-                                      "stride_lse_h", "N_Q_BUCKET", "N_K_BUCKET")}
-    sig |= {name: "constexpr" for name in ("BLOCK_M", "BLOCK_N", "HEAD_DIM", "CAUSAL",
-                                           "WINDOWED", "DOT_PRECISION")}
+
+    sig = {
+        "desc_q": desc(block_m),
+        "desc_k": desc(block_n),
+        "desc_v": desc(block_n),
+        "desc_o": desc(block_m),
+        "lse_ptr": "*fp32",
+        "qk_scale": "fp32",
+    }
+    sig |= {
+        name: "i32"
+        for name in (
+            "n_q",
+            "n_k",
+            "n_heads",
+            "group",
+            "window",
+            "stride_lse_b",
+            "stride_lse_h",
+            "N_Q_BUCKET",
+            "N_K_BUCKET",
+        )
+    }
+    sig |= {
+        name: "constexpr"
+        for name in ("BLOCK_M", "BLOCK_N", "HEAD_DIM", "CAUSAL", "WINDOWED", "DOT_PRECISION")
+    }
     return sig
 
 
@@ -72,25 +99,46 @@ def ptxas_report(ptx: str) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "k.ptx")
         Path(src).write_text(ptx)
-        run = subprocess.run([str(PTXAS), "-v", "--gpu-name", "sm_90a", src, "-o",
-                              os.path.join(tmp, "k.cubin")], capture_output=True, text=True)
-    return " | ".join(line.split(":", 1)[-1].strip() for line in run.stderr.splitlines()
-                      if "registers" in line or "spill" in line)
+        run = subprocess.run(
+            [str(PTXAS), "-v", "--gpu-name", "sm_90a", src, "-o", os.path.join(tmp, "k.cubin")],
+            capture_output=True,
+            text=True,
+        )
+    return " | ".join(
+        line.split(":", 1)[-1].strip()
+        for line in run.stderr.splitlines()
+        if "registers" in line or "spill" in line
+    )
 
 
-def probe(flagged: bool, capability: int, block_m: int, block_n: int, warps: int,
-          stages: int) -> dict:
+def probe(
+    flagged: bool, capability: int, block_m: int, block_n: int, warps: int, stages: int
+) -> dict:
     fn = kernel_pair(flagged)
-    constexprs = {"BLOCK_M": block_m, "BLOCK_N": block_n, "HEAD_DIM": 128, "CAUSAL": False,
-                  "WINDOWED": False, "DOT_PRECISION": "tf32"}
-    record = {"warp_specialize_flag": flagged, "target": f"sm_{capability}", "BLOCK_M": block_m,
-              "BLOCK_N": block_n, "num_warps": warps, "num_stages": stages, "head_dim": 128,
-              "dtype": "float16"}
+    constexprs = {
+        "BLOCK_M": block_m,
+        "BLOCK_N": block_n,
+        "HEAD_DIM": 128,
+        "CAUSAL": False,
+        "WINDOWED": False,
+        "DOT_PRECISION": "tf32",
+    }
+    record = {
+        "warp_specialize_flag": flagged,
+        "target": f"sm_{capability}",
+        "BLOCK_M": block_m,
+        "BLOCK_N": block_n,
+        "num_warps": warps,
+        "num_stages": stages,
+        "head_dim": 128,
+        "dtype": "float16",
+    }
     try:
-        compiled = triton.compile(ASTSource(fn=fn, signature=signature(block_m, block_n, 128),
-                                            constexprs=constexprs),
-                                  target=GPUTarget("cuda", capability, 32),
-                                  options={"num_warps": warps, "num_stages": stages})
+        compiled = triton.compile(
+            ASTSource(fn=fn, signature=signature(block_m, block_n, 128), constexprs=constexprs),
+            target=GPUTarget("cuda", capability, 32),
+            options={"num_warps": warps, "num_stages": stages},
+        )
     except Exception as err:  # a compile failure is a result of the probe, recorded as such
         record["compiled"] = False
         record["error"] = f"{type(err).__name__}: {str(err).splitlines()[0][:300]}"

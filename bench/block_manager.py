@@ -51,9 +51,14 @@ def bench(live: int, caching: bool, seed: int = 0) -> dict:
         for s, t in zip(targets, tokens, strict=True):
             m.append_slot(s, t)
         append_ns.append((time.perf_counter_ns() - t0) / OPS)
-    return {"live": live, "prefix_caching": caching,
-            "allocate_ns": min(allocate_ns), "append_slot_ns": min(append_ns),
-            "allocate_ns_rounds": allocate_ns, "append_slot_ns_rounds": append_ns}
+    return {
+        "live": live,
+        "prefix_caching": caching,
+        "allocate_ns": min(allocate_ns),
+        "append_slot_ns": min(append_ns),
+        "allocate_ns_rounds": allocate_ns,
+        "append_slot_ns_rounds": append_ns,
+    }
 
 
 def main() -> None:
@@ -74,17 +79,29 @@ def main() -> None:
                         r[op] = min(r[op], best[key][op])
                         r[op + "_rounds"] = best[key][op + "_rounds"] + r[op + "_rounds"]
                 best[key] = r
-                print(f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching "
-                      f"{caching!s:5}: allocate {r['allocate_ns'] / 1e3:.2f} us, append_slot "
-                      f"{r['append_slot_ns'] / 1e3:.2f} us", file=sys.stderr, flush=True)
+                print(
+                    f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching "
+                    f"{caching!s:5}: allocate {r['allocate_ns'] / 1e3:.2f} us, append_slot "
+                    f"{r['append_slot_ns'] / 1e3:.2f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
     results = list(best.values())
-    record = {"environment": environment(),
-              "setup": {"block_size": BLOCK_SIZE, "prompt_tokens": PROMPT, "ops_per_round": OPS,
-                        "rounds": ROUNDS, "sweeps": SWEEPS, "gc": "disabled while timing",
-                        "statistic": "fastest round's mean time per op, over every round of "
-                                     "every sweep (timeit's advice: the slower rounds measure "
-                                     "interference)"},
-              "results": results}
+    record = {
+        "environment": environment(),
+        "setup": {
+            "block_size": BLOCK_SIZE,
+            "prompt_tokens": PROMPT,
+            "ops_per_round": OPS,
+            "rounds": ROUNDS,
+            "sweeps": SWEEPS,
+            "gc": "disabled while timing",
+            "statistic": "fastest round's mean time per op, over every round of "
+            "every sweep (timeit's advice: the slower rounds measure "
+            "interference)",
+        },
+        "results": results,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)

@@ -115,8 +115,13 @@ def shapes_table() -> str:
         for c in CASES:
             if c.phase != phase:
                 continue
-            key = (c.heads if c.heads == "MiniGPT" else "16/16, 16/4, 16/1", c.b, c.d, c.causal,
-                   "verb sequence" if c.heads == "MiniGPT" else "random")
+            key = (
+                c.heads if c.heads == "MiniGPT" else "16/16, 16/4, 16/1",
+                c.b,
+                c.d,
+                c.causal,
+                "verb sequence" if c.heads == "MiniGPT" else "random",
+            )
             groups.setdefault(key, [])
             for part in (str(c.n), c.impl):
                 if part not in groups[key]:
@@ -124,16 +129,24 @@ def shapes_table() -> str:
         for (heads, b, d, causal, inputs), parts in groups.items():
             ns = [p for p in parts if p.isdigit()]
             impls = [p for p in parts if not p.isdigit()]
-            hh = (f"{heads} (MiniGPT: {minigpt_heads()[0]}/{minigpt_heads()[1]})"
-                  if heads == "MiniGPT" else heads)
-            rows.append(f"| {label} | {', '.join(ns)} | {b} | {hh.replace('MiniGPT (', '(')} | {d} "
-                        f"| {'yes' if causal else 'no'} | {', '.join(impls)} | {inputs} |")
-    head = ("| phase | N (prefill) or context (decode) | B | Hq/Hkv | d | causal | implementations "
-            "| inputs |\n|---|---|---|---|---|---|---|---|\n")
+            hh = (
+                f"{heads} (MiniGPT: {minigpt_heads()[0]}/{minigpt_heads()[1]})"
+                if heads == "MiniGPT"
+                else heads
+            )
+            rows.append(
+                f"| {label} | {', '.join(ns)} | {b} | {hh.replace('MiniGPT (', '(')} | {d} "
+                f"| {'yes' if causal else 'no'} | {', '.join(impls)} | {inputs} |"
+            )
+    head = (
+        "| phase | N (prefill) or context (decode) | B | Hq/Hkv | d | causal | implementations "
+        "| inputs |\n|---|---|---|---|---|---|---|---|\n"
+    )
     return head + "\n".join(rows) + "\n"
 
 
 # --- building a case: inputs and the call ---------------------------------------------------------
+
 
 def _device() -> str:
     return "cpu" if INTERPRET else "cuda"
@@ -153,6 +166,7 @@ def minigpt_qkv(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     def capture(q, k, v, **kwargs):
         seen.append((q, k, v))
         from minimodel.reference import attention_ref
+
         return attention_ref(q, k, v, **kwargs)
 
     with torch.no_grad():
@@ -182,6 +196,7 @@ def build(case: Case, scale_down: bool = False):
             return lambda: naive_attention(q, k, v, hidden=hidden)
         if case.impl == "flash":
             from minimodel.attention_flash import flash_attention
+
             return lambda: flash_attention(q, k, v, causal=case.causal)
         if case.impl == "sdpa_flash":
             from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -190,20 +205,24 @@ def build(case: Case, scale_down: bool = False):
             def call():
                 with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
                     return sdpa(q, k, v, is_causal=case.causal, enable_gqa=case.hq != case.hkv)
+
             return call
     else:
         q = torch.randn(b, case.hq, 1, case.d, device=dev, dtype=dtype)
         if case.impl == "decode":
             from minimodel.attention import attention
+
             k, v = (torch.randn(b, case.hkv, n, case.d, device=dev, dtype=dtype) for _ in "kv")
             return lambda: attention(q, k, v)
         if case.impl == "paged":
             from minimodel.attention import paged_decode
+
             bs = PAGED_BLOCK_SIZE
             per_seq = -(-n // bs)
             pool = b * per_seq + 3  # a few blocks no sequence uses
-            k_pool, v_pool = (torch.randn(pool, bs, case.hkv, case.d, device=dev, dtype=dtype)
-                              for _ in "kv")
+            k_pool, v_pool = (
+                torch.randn(pool, bs, case.hkv, case.d, device=dev, dtype=dtype) for _ in "kv"
+            )
             tables = torch.randperm(pool, device=dev)[: b * per_seq].view(b, per_seq).int()
             lens = torch.full((b,), n, dtype=torch.int32, device=dev)
             q3 = q[:, :, 0].contiguous()
@@ -213,8 +232,10 @@ def build(case: Case, scale_down: bool = False):
 
 # --- the kernels' parameters: what the models need to know ----------------------------------------
 
+
 def flash_tuner():
     from minimodel.attention_flash import _attn_fwd_tuned
+
     return _attn_fwd_tuned
 
 
@@ -224,16 +245,27 @@ def probe(case: Case, fn) -> dict:
     if case.impl == "flash":
         fn()
         c = flash_tuner().best_config
-        return {"block_m": c.kwargs["BLOCK_M"], "block_n": c.kwargs["BLOCK_N"],
-                "num_warps": c.num_warps, "num_stages": c.num_stages}
+        return {
+            "block_m": c.kwargs["BLOCK_M"],
+            "block_n": c.kwargs["BLOCK_N"],
+            "num_warps": c.num_warps,
+            "num_stages": c.num_stages,
+        }
     if case.impl in ("decode", "paged"):
         import minimodel.paged_attention as pa
+
         kernel, seen = pa._paged_decode_fwd, []
         run = kernel.run
 
         def spy(*args, grid, warmup, **kwargs):
-            seen.append({"grid": list(grid), "block_n": kwargs["BLOCK_N"],
-                         "block_size": kwargs["BLOCK_SIZE"], "paged": kwargs["PAGED"]})
+            seen.append(
+                {
+                    "grid": list(grid),
+                    "block_n": kwargs["BLOCK_N"],
+                    "block_size": kwargs["BLOCK_SIZE"],
+                    "paged": kwargs["PAGED"],
+                }
+            )
             return run(*args, grid=grid, warmup=warmup, **kwargs)
 
         kernel.run = spy
@@ -261,10 +293,17 @@ class pinned:
             return self
         tuner = flash_tuner()
         self.saved = tuner.configs
-        want = (self.params["block_m"], self.params["block_n"], self.params["num_warps"],
-                self.params["num_stages"])
-        match = [c for c in tuner.configs if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"],
-                                               c.num_warps, c.num_stages) == want]
+        want = (
+            self.params["block_m"],
+            self.params["block_n"],
+            self.params["num_warps"],
+            self.params["num_stages"],
+        )
+        match = [
+            c
+            for c in tuner.configs
+            if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) == want
+        ]
         if not match:
             raise ValueError(f"no Flash configuration {want} among the autotuner's candidates")
         tuner.configs = match[:1]
@@ -276,6 +315,7 @@ class pinned:
 
 
 # --- the profiled process -------------------------------------------------------------------------
+
 
 @triton.jit
 def _case_marker(x_ptr):
@@ -310,10 +350,16 @@ def child(sidecar: Path, pins_path: str) -> None:
 
 
 METRICS_ALL = [
-    "dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum",
-    "lts__t_bytes.sum", "lts__t_sectors_op_read.sum", "lts__t_sectors_op_write.sum",
-    "lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum",
-    "l1tex__m_xbar2l1tex_read_bytes.sum", "l1tex__m_l1tex2xbar_write_bytes.sum",
+    "dram__bytes_read.sum",
+    "dram__bytes_write.sum",
+    "gpu__time_duration.sum",
+    "lts__t_bytes.sum",
+    "lts__t_sectors_op_read.sum",
+    "lts__t_sectors_op_write.sum",
+    "lts__t_sectors_srcunit_tex_op_read.sum",
+    "lts__t_sectors_srcunit_tex_op_write.sum",
+    "l1tex__m_xbar2l1tex_read_bytes.sum",
+    "l1tex__m_l1tex2xbar_write_bytes.sum",
 ]
 METRICS_FALLBACK = METRICS_ALL[:6]  # if this ncu lacks one of the source-filtered metrics
 METRICS_NONE = ["dram__bytes_read.sum", "dram__bytes_write.sum"]
@@ -334,9 +380,25 @@ def find_ncu() -> str:
 
 
 def ncu_command(ncu: str, mode: str, metrics: list[str], sidecar: Path, pins: str) -> list[str]:
-    return [ncu, "--csv", "--print-units", "base", "--clock-control", "none",
-            "--profile-from-start", "off", *MODES[mode], "--metrics", ",".join(metrics),
-            sys.executable, "-m", "bench.bytes", "--child", str(sidecar), pins]
+    return [
+        ncu,
+        "--csv",
+        "--print-units",
+        "base",
+        "--clock-control",
+        "none",
+        "--profile-from-start",
+        "off",
+        *MODES[mode],
+        "--metrics",
+        ",".join(metrics),
+        sys.executable,
+        "-m",
+        "bench.bytes",
+        "--child",
+        str(sidecar),
+        pins,
+    ]
 
 
 def parse(csv_text: str) -> list[dict]:
@@ -372,11 +434,12 @@ def measure(out: Path, pins: str = "-", log=print) -> dict:
     for mode in MODES:
         sidecar = out.parent / f".bytes-{mode}.json"
         t0 = time.time()
-        for metrics in ([METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]):
+        for metrics in [METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]:
             cmd = ncu_command(ncu, mode, metrics, sidecar, pins)
             done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, cwd=ROOT)
-            (out.parent / f"ncu-{mode}.log").write_text(done.stdout[-100_000:] + "\n"
-                                                         + done.stderr[-100_000:])
+            (out.parent / f"ncu-{mode}.log").write_text(
+                done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
+            )
             if done.returncode == 0 and sidecar.exists():
                 break
             log(f"ncu ({mode}, {len(metrics)} metrics) failed: {done.stderr[-1500:]}")
@@ -386,16 +449,19 @@ def measure(out: Path, pins: str = "-", log=print) -> dict:
         sidecar.unlink()
         grouped = group(parse(done.stdout), side["ran"])
         passes = sorted(set(re.findall(r"(\d+) pass", done.stdout + done.stderr)))
-        record["commands"][mode] = " ".join(["ncu", *cmd[1:-5], "python",
-                                             "bench/bytes.py --child ..."])
+        record["commands"][mode] = " ".join(
+            ["ncu", *cmd[1:-5], "python", "bench/bytes.py --child ..."]
+        )
         record[f"metrics_{mode}"] = metrics
         record[f"passes_{mode}"] = passes
         for r in side["ran"]:
             entry = record["cases"].setdefault(r["id"], {"params": r["params"]})
             entry[mode] = grouped[r["id"]]
         record["errors"].update({f"{k} ({mode})": v for k, v in side["errors"].items()})
-        log(f"ncu --cache-control {mode}: {len(side['ran'])} cases, "
-            f"{len(side['errors'])} failed, {time.time() - t0:.0f} s, passes {passes}")
+        log(
+            f"ncu --cache-control {mode}: {len(side['ran'])} cases, "
+            f"{len(side['errors'])} failed, {time.time() - t0:.0f} s, passes {passes}"
+        )
     out.write_text(json.dumps(record, indent=1) + "\n")
     return record
 
@@ -417,8 +483,9 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         child(Path(sys.argv[2]), sys.argv[3])
         return
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "data" / "bytes-h200.json")
     parser.add_argument("--pins", default="-", help="JSON {case id: Flash tile configuration}")
     parser.add_argument("--smoke", action="store_true")

@@ -1,7 +1,7 @@
 """Measure this machine's roofline ceilings and write them to data/ceilings-<name>.json.
 
-    python -m bench.ceilings --name h200      # on the GPU machine
-    python -m bench.ceilings --name cpu       # anywhere
+python -m bench.ceilings --name h200      # on the GPU machine
+python -m bench.ceilings --name cpu       # anywhere
 """
 
 import argparse
@@ -25,8 +25,10 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"ceilings-{args.name}.json"
     path.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"{ceilings.name}: {ceilings.peak_flops / 1e12:.1f} TFLOP/s, "
-          f"{ceilings.bandwidth / 1e9:.0f} GB/s, ridge {ceilings.ridge:.0f} FLOP/B -> {path}")
+    print(
+        f"{ceilings.name}: {ceilings.peak_flops / 1e12:.1f} TFLOP/s, "
+        f"{ceilings.bandwidth / 1e9:.0f} GB/s, ridge {ceilings.ridge:.0f} FLOP/B -> {path}"
+    )
 
 
 if __name__ == "__main__":

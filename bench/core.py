@@ -17,10 +17,15 @@ def commit() -> str:
         return os.environ["MINIMODEL_COMMIT"]
     try:
         git = ["git", "-C", str(ROOT)]
-        head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], text=True,
-                              capture_output=True, check=True).stdout.strip()
-        dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], text=True,
-                               capture_output=True, check=True).stdout.strip()
+        head = subprocess.run(
+            [*git, "rev-parse", "--short", "HEAD"], text=True, capture_output=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            [*git, "status", "--porcelain", "--untracked-files=no"],
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
@@ -67,5 +72,4 @@ def time_ms(fn, backend=None, *, graph: bool = False, quantiles=None, **bench_ar
             return gpu_time_ms(fn, *([bench_args["rep"]] if "rep" in bench_args else []))
         if graph:
             return triton.testing.do_bench_cudagraph(fn, quantiles=quantiles, **bench_args)
-        return triton.testing.do_bench(fn, quantiles=quantiles, return_mode="median",
-                                       **bench_args)
+        return triton.testing.do_bench(fn, quantiles=quantiles, return_mode="median", **bench_args)

@@ -49,16 +49,25 @@ def implementations(q, k, v, hkv):
     out = {}
     for name, backend in BACKENDS.items():
         out[f"sdpa_{name}_repeated"] = (
-            lambda: F.scaled_dot_product_attention(q, k_rep, v_rep), backend, full,
-            f"SDPA {name}, K/V repeated to Hq heads beforehand")
+            lambda: F.scaled_dot_product_attention(q, k_rep, v_rep),
+            backend,
+            full,
+            f"SDPA {name}, K/V repeated to Hq heads beforehand",
+        )
     out["repeat_then_sdpa_cudnn"] = (
-        lambda: F.scaled_dot_product_attention(q, k.repeat_interleave(g, dim=1),
-                                               v.repeat_interleave(g, dim=1)),
-        BACKENDS["cudnn"], cache + 2 * full,
-        "repeat_interleave to Hq heads inside the step, then SDPA cuDNN")
+        lambda: F.scaled_dot_product_attention(
+            q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+        ),
+        BACKENDS["cudnn"],
+        cache + 2 * full,
+        "repeat_interleave to Hq heads inside the step, then SDPA cuDNN",
+    )
     out["grouped_attention"] = (
-        lambda: grouped_attention(q, k, v), None, cache,
-        "Lab 04's grouped_attention: PyTorch operations, float32 compute, kv heads in place")
+        lambda: grouped_attention(q, k, v),
+        None,
+        cache,
+        "Lab 04's grouped_attention: PyTorch operations, float32 compute, kv heads in place",
+    )
     return out
 
 
@@ -74,15 +83,34 @@ def bench(hkv: int) -> list[dict]:
     for name, (fn, backend, read, form) in impls.items():
         with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
             err = (fn()[:2].float() - ref).abs().max().item()
-        recs[name] = {"b": B, "ctx": CTX, "hq": HQ, "hkv": case.hkv, "d": D, "dtype": case.dtype,
-                      "impl": name, "form": form, "max_err": err, "kv_bytes": nbytes,
-                      "read_bytes": read, "ms_runs": [], "graph_ms_runs": []}
-    timed(recs, {n: f for n, (f, *_) in impls.items()}, ROUNDS, nbytes=nbytes,
-          backends={n: b for n, (_, b, *_) in impls.items()})
+        recs[name] = {
+            "b": B,
+            "ctx": CTX,
+            "hq": HQ,
+            "hkv": case.hkv,
+            "d": D,
+            "dtype": case.dtype,
+            "impl": name,
+            "form": form,
+            "max_err": err,
+            "kv_bytes": nbytes,
+            "read_bytes": read,
+            "ms_runs": [],
+            "graph_ms_runs": [],
+        }
+    timed(
+        recs,
+        {n: f for n, (f, *_) in impls.items()},
+        ROUNDS,
+        nbytes=nbytes,
+        backends={n: b for n, (_, b, *_) in impls.items()},
+    )
     for rec in recs.values():
-        print(f"Hkv={hkv:2d} {rec['impl']:<24} {rec['ms']:.4f} ms eager, "
-              f"{rec.get('graph_ms', float('nan')):.4f} ms graph, err {rec['max_err']:.1e}",
-              flush=True)
+        print(
+            f"Hkv={hkv:2d} {rec['impl']:<24} {rec['ms']:.4f} ms eager, "
+            f"{rec.get('graph_ms', float('nan')):.4f} ms graph, err {rec['max_err']:.1e}",
+            flush=True,
+        )
     return list(recs.values())
 
 
@@ -94,9 +122,9 @@ def main() -> None:
     record = {
         "environment": environment(),
         "timing": "triton.testing.do_bench medians: ms of the eager call, graph_ms of the same "
-                  "call captured in a CUDA graph and replayed; two rounds in turns",
+        "call captured in a CUDA graph and replayed; two rounds in turns",
         "bytes": "kv_bytes: minimodel.roofline.kv_cache_bytes(1, Hkv, d, ctx, batch=B), the "
-                 "cache; read_bytes: the K/V bytes the implementation moves at least",
+        "cache; read_bytes: the K/V bytes the implementation moves at least",
         "decode": [],
     }
     for hkv in KV_HEADS[:1] if args.smoke else KV_HEADS:

@@ -39,27 +39,36 @@ def paged(k: torch.Tensor, block_size: int = 16, seed: int = 0):
     pool = torch.zeros((b * per, block_size, hkv, d), dtype=k.dtype, device=DEVICE)
     padded = torch.zeros((b, hkv, per * block_size, d), dtype=k.dtype, device=DEVICE)
     padded[:, :, :n] = k
-    pool[perm] = padded.view(b, hkv, per, block_size, d).permute(0, 2, 3, 1, 4).reshape(
-        b * per, block_size, hkv, d)
+    pool[perm] = (
+        padded.view(b, hkv, per, block_size, d)
+        .permute(0, 2, 3, 1, 4)
+        .reshape(b * per, block_size, hkv, d)
+    )
     return pool, perm.view(b, per).to(torch.int32)
 
 
 def sdpa_cudnn(q, k, v, causal):
     with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                              enable_gqa=q.shape[1] != k.shape[1])
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]
+        )
 
 
 def measure(name: str, fn, capturable: bool = True) -> dict:
     fn()
     torch.cuda.synchronize()
-    rec = {"impl": name,
-           "host_us": host_time_us(fn) if capturable else None,
-           "gpu_ms": gpu_time_ms(fn) if capturable else None,
-           "eager_us": eager_time_us(fn)}
+    rec = {
+        "impl": name,
+        "host_us": host_time_us(fn) if capturable else None,
+        "gpu_ms": gpu_time_ms(fn) if capturable else None,
+        "eager_us": eager_time_us(fn),
+    }
     host, graph = rec["host_us"] or float("nan"), (rec["gpu_ms"] or float("nan")) * 1e3
-    print(f"  {name:28s} host {host:7.1f} us   graph {graph:8.1f} us   "
-          f"eager {rec['eager_us']:8.1f} us", flush=True)
+    print(
+        f"  {name:28s} host {host:7.1f} us   graph {graph:8.1f} us   "
+        f"eager {rec['eager_us']:8.1f} us",
+        flush=True,
+    )
     return rec
 
 
@@ -84,21 +93,32 @@ def decode_case(nk: int) -> dict:
     recs = [
         measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, False)),
         measure("attention", lambda: attention(q, k, v)),
-        measure("paged_decode_fast", lambda: paged_decode(q3, kp, vp, table, lens,
-                                                          max_context_len=nk)),
-        measure("paged_decode_checked", lambda: paged_decode(q3, kp, vp, table, lens),
-                capturable=False),
+        measure(
+            "paged_decode_fast", lambda: paged_decode(q3, kp, vp, table, lens, max_context_len=nk)
+        ),
+        measure(
+            "paged_decode_checked", lambda: paged_decode(q3, kp, vp, table, lens), capturable=False
+        ),
     ]
     bad = table.clone()
     bad[0, 0] = kp.shape[0]
     still = {
         "attention": refuses(lambda: attention(q, k, v.float())),
-        "paged_decode_fast": refuses(lambda: paged_decode(q3, kp, vp.float(), table, lens,
-                                                          max_context_len=nk)),
+        "paged_decode_fast": refuses(
+            lambda: paged_decode(q3, kp, vp.float(), table, lens, max_context_len=nk)
+        ),
         "paged_decode_checked": refuses(lambda: paged_decode(q3, kp, vp, bad, lens)),
     }
-    return {"kind": "decode", "b": b, "hq": hq, "hkv": hkv, "d": d, "keys": nk, "records": recs,
-            "still_refuses": still}
+    return {
+        "kind": "decode",
+        "b": b,
+        "hq": hq,
+        "hkv": hkv,
+        "d": d,
+        "keys": nk,
+        "records": recs,
+        "still_refuses": still,
+    }
 
 
 def prefill_case(n: int, b: int = 4) -> dict:
@@ -115,20 +135,35 @@ def prefill_case(n: int, b: int = 4) -> dict:
         measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, True)),
         measure("attention", lambda: attention(q, k, v, causal=True)),
         measure("flash_attention_hopper", lambda: flash_attention_hopper(q, k, v, causal=True)),
-        measure("paged_prefill_fast", lambda: paged_prefill(qp, kp, vp, table, lens, starts,
-                                                            max_query_len=n)),
-        measure("paged_prefill_checked", lambda: paged_prefill(qp, kp, vp, table, lens, starts),
-                capturable=False),
+        measure(
+            "paged_prefill_fast",
+            lambda: paged_prefill(qp, kp, vp, table, lens, starts, max_query_len=n),
+        ),
+        measure(
+            "paged_prefill_checked",
+            lambda: paged_prefill(qp, kp, vp, table, lens, starts),
+            capturable=False,
+        ),
     ]
     still = {
         "attention": refuses(lambda: attention(q, k, v.float(), causal=True)),
-        "flash_attention_hopper": refuses(lambda: flash_attention_hopper(q, k, v[..., :64],
-                                                                         causal=True)),
-        "paged_prefill_fast": refuses(lambda: paged_prefill(qp, kp, vp.float(), table, lens,
-                                                            starts, max_query_len=n)),
+        "flash_attention_hopper": refuses(
+            lambda: flash_attention_hopper(q, k, v[..., :64], causal=True)
+        ),
+        "paged_prefill_fast": refuses(
+            lambda: paged_prefill(qp, kp, vp.float(), table, lens, starts, max_query_len=n)
+        ),
     }
-    return {"kind": "prefill", "b": b, "h": h, "d": d, "n": n, "causal": True, "records": recs,
-            "still_refuses": still}
+    return {
+        "kind": "prefill",
+        "b": b,
+        "h": h,
+        "d": d,
+        "n": n,
+        "causal": True,
+        "records": recs,
+        "still_refuses": still,
+    }
 
 
 def main() -> None:
@@ -137,11 +172,13 @@ def main() -> None:
     args = parser.parse_args()
     decode_case(4096)  # a first pass warms the process (lazy initialisation, caches), unrecorded
     cases = [decode_case(4096), decode_case(32768), prefill_case(512), prefill_case(1024)]
-    data = {"environment": environment(),
-            "timing": "minimodel.timing: host_us = CPU wall time per call of 200 calls issued "
-                      "behind torch.cuda._sleep (median of 5 rounds); gpu_ms = do_bench_cudagraph "
-                      "median; eager_us = 200 calls and one sync (median of 5 rounds)",
-            "cases": cases}
+    data = {
+        "environment": environment(),
+        "timing": "minimodel.timing: host_us = CPU wall time per call of 200 calls issued "
+        "behind torch.cuda._sleep (median of 5 rounds); gpu_ms = do_bench_cudagraph "
+        "median; eager_us = 200 calls and one sync (median of 5 rounds)",
+        "cases": cases,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(f"-> {args.out}")

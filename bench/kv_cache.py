@@ -41,12 +41,14 @@ def measure(n_kv_heads: int) -> dict:
     cache = blank_kv_cache(config, batch=1, dtype=DTYPE)
     empty = cache_bytes(cache)
     with torch.no_grad():
-        steps = [model(tokens[:, :PREFILL], torch.arange(PREFILL)[None], cache,
-                       attn=grouped_attention)]
+        steps = [
+            model(tokens[:, :PREFILL], torch.arange(PREFILL)[None], cache, attn=grouped_attention)
+        ]
         after_prefill = cache_bytes(cache)
         for i in range(PREFILL, n):
-            steps.append(model(tokens[:, i : i + 1], torch.tensor([[i]]), cache,
-                               attn=grouped_attention))
+            steps.append(
+                model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, attn=grouped_attention)
+            )
         full = model(tokens, attn=grouped_attention)
     measured = cache_bytes(cache)
     layers, d, elem = config.n_layers, config.head_dim, DTYPE.itemsize
@@ -59,19 +61,24 @@ def measure(n_kv_heads: int) -> dict:
         "filled_after_prefill": after_prefill.filled,
         "allocated": measured.allocated,
         "filled": measured.filled,
-        "formula_allocated": kv_cache_bytes(layers, n_kv_heads, d, config.max_seq_len,
-                                            elem_bytes=elem),
+        "formula_allocated": kv_cache_bytes(
+            layers, n_kv_heads, d, config.max_seq_len, elem_bytes=elem
+        ),
         "formula_filled": kv_cache_bytes(layers, n_kv_heads, d, n, elem_bytes=elem),
         "formula_after_prefill": kv_cache_bytes(layers, n_kv_heads, d, PREFILL, elem_bytes=elem),
         "formula_per_token": kv_cache_bytes(layers, n_kv_heads, d, 1, elem_bytes=elem),
         "minigpt_nbytes": cache.nbytes(),
         "decode_vs_full_max_abs": (torch.cat(steps, dim=1) - full).abs().max().item(),
     }
-    for key, formula in (("allocated", "formula_allocated"), ("filled", "formula_filled"),
-                         ("filled_after_prefill", "formula_after_prefill")):
+    for key, formula in (
+        ("allocated", "formula_allocated"),
+        ("filled", "formula_filled"),
+        ("filled_after_prefill", "formula_after_prefill"),
+    ):
         if record[key] != record[formula]:
-            raise SystemExit(f"kv{n_kv_heads}: measured {key} {record[key]} != {formula} "
-                             f"{record[formula]}")
+            raise SystemExit(
+                f"kv{n_kv_heads}: measured {key} {record[key]} != {formula} {record[formula]}"
+            )
     return record
 
 
@@ -85,24 +92,31 @@ def main() -> None:
     record = {
         "environment": environment(),
         "what": "KV cache of the lab's MiniGPT over the canonical verb sequence, measured from "
-                "the tensors (minimodel.attention_mqa_gqa.cache_bytes) beside "
-                "minimodel.roofline.kv_cache_bytes",
+        "the tensors (minimodel.attention_mqa_gqa.cache_bytes) beside "
+        "minimodel.roofline.kv_cache_bytes",
         "sequence": tokenizer().decode(tokens),
         "tokens": len(tokens),
         "prefill": PREFILL,
         "dtype": str(DTYPE).removeprefix("torch."),
         "elem_bytes": DTYPE.itemsize,
-        "config": {"n_layers": config.n_layers, "n_heads": config.n_heads,
-                   "head_dim": config.head_dim, "d_model": config.d_model,
-                   "max_seq_len": config.max_seq_len, "vocab_size": config.vocab_size},
+        "config": {
+            "n_layers": config.n_layers,
+            "n_heads": config.n_heads,
+            "head_dim": config.head_dim,
+            "d_model": config.d_model,
+            "max_seq_len": config.max_seq_len,
+            "vocab_size": config.vocab_size,
+        },
         "variants": [],
     }
     for n_kv_heads in VARIANTS:
         row = measure(n_kv_heads)
         record["variants"].append(row)
-        print(f"{row['name']}: allocated {row['allocated']:,} B, filled {row['filled']:,} B "
-              f"(formula {row['formula_filled']:,} B), decode vs full pass "
-              f"{row['decode_vs_full_max_abs']:.1e}")
+        print(
+            f"{row['name']}: allocated {row['allocated']:,} B, filled {row['filled']:,} B "
+            f"(formula {row['formula_filled']:,} B), decode vs full pass "
+            f"{row['decode_vs_full_max_abs']:.1e}"
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")

@@ -60,8 +60,15 @@ def reference(x: torch.Tensor, steps: int) -> torch.Tensor:
     return y
 
 
-def run_config(device: torch.device, programs: int, block: int, iters: int, unroll: int,
-               num_warps: int, reps: int) -> dict:
+def run_config(
+    device: torch.device,
+    programs: int,
+    block: int,
+    iters: int,
+    unroll: int,
+    num_warps: int,
+    reps: int,
+) -> dict:
     """Time one configuration; check its output against the float64 chain."""
     n = programs * block
     gen = torch.Generator().manual_seed(27)
@@ -75,8 +82,10 @@ def run_config(device: torch.device, programs: int, block: int, iters: int, unro
     check = min(n, 4096)  # the chain contracts (|d/dx 2^-x| < 0.7): errors do not grow
     err = (out[:check].double().cpu() - reference(x[:check].cpu(), iters * unroll)).abs().max()
     if not err < 1e-4:
-        raise RuntimeError(f"exp2 chain is wrong: max error {err:.3g} (programs={programs}, "
-                           f"block={block}, iters={iters}, unroll={unroll})")
+        raise RuntimeError(
+            f"exp2 chain is wrong: max error {err:.3g} (programs={programs}, "
+            f"block={block}, iters={iters}, unroll={unroll})"
+        )
     if device.type == "cuda":
         from bench.core import time_ms
 
@@ -89,18 +98,36 @@ def run_config(device: torch.device, programs: int, block: int, iters: int, unro
             runs.append((time.perf_counter() - t0) * 1e3)
     ms = statistics.median(runs)
     count = n * iters * unroll
-    return {"programs": programs, "block": block, "iters": iters, "unroll": unroll,
-            "num_warps": num_warps, "exp2": count, "ms_runs": runs, "ms": ms,
-            "exp2_per_s": count / (ms * 1e-3), "max_err": float(err)}
+    return {
+        "programs": programs,
+        "block": block,
+        "iters": iters,
+        "unroll": unroll,
+        "num_warps": num_warps,
+        "exp2": count,
+        "ms_runs": runs,
+        "ms": ms,
+        "exp2_per_s": count / (ms * 1e-3),
+        "max_err": float(err),
+    }
 
 
 def nvidia_smi(fields: str) -> list[str] | None:
     """Values of `nvidia-smi --query-gpu=fields` for GPU 0, or None where it is unavailable."""
     try:
-        res = subprocess.run(["nvidia-smi", f"--query-gpu={fields}",
-                              "--format=csv,noheader,nounits", "-i",
-                              str(torch.cuda.current_device())],
-                             capture_output=True, text=True, timeout=20, check=True)
+        res = subprocess.run(
+            [
+                "nvidia-smi",
+                f"--query-gpu={fields}",
+                "--format=csv,noheader,nounits",
+                "-i",
+                str(torch.cuda.current_device()),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return [v.strip() for v in res.stdout.strip().split(",")]
@@ -115,12 +142,20 @@ def sample_clock(samples: list[float], stop: threading.Event) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true",
-                        help="tiny grid, for TRITON_INTERPRET=1 on a CPU; writes nothing")
-    parser.add_argument("--out", type=Path, default=None,
-                        help=f"where to write the JSON (default {DEFAULT_OUT.relative_to(ROOT)})")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny grid, for TRITON_INTERPRET=1 on a CPU; writes nothing",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"where to write the JSON (default {DEFAULT_OUT.relative_to(ROOT)})",
+    )
     parser.add_argument("--reps", type=int, default=5, help="do_bench medians per config")
     args = parser.parse_args()
     if args.reps < 1:
@@ -133,15 +168,21 @@ def main() -> None:
         device, sms = torch.device("cpu"), 1
         configs = [(2, 64, 3, 4, 4)]  # programs, block, iters, unroll, warps
     elif not gpu:
-        sys.exit("no CUDA GPU: run on one, or try the CPU check with "
-                 "TRITON_INTERPRET=1 python -m bench.mufu --smoke")
+        sys.exit(
+            "no CUDA GPU: run on one, or try the CPU check with "
+            "TRITON_INTERPRET=1 python -m bench.mufu --smoke"
+        )
     else:
         device = torch.device("cuda")
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         # 2,048 threads per SM at most: 16 programs of 4 warps, or 8 of 8, fill every SM; each
         # thread holds block / (32 warps) chains, the independent work that hides the latency.
-        configs = [(sms * 16, 1024, 512, 8, 4), (sms * 8, 2048, 512, 8, 8),
-                   (sms * 16, 2048, 256, 8, 4), (sms * 32, 1024, 512, 8, 4)]
+        configs = [
+            (sms * 16, 1024, 512, 8, 4),
+            (sms * 8, 2048, 512, 8, 8),
+            (sms * 16, 2048, 256, 8, 4),
+            (sms * 32, 1024, 512, 8, 4),
+        ]
 
     runs, clocks, stop = [], [], threading.Event()
     sampler = threading.Thread(target=sample_clock, args=(clocks, stop), daemon=True)
@@ -149,11 +190,15 @@ def main() -> None:
         sampler.start()
     try:
         for i, (programs, block, iters, unroll, warps) in enumerate(configs, 1):
-            r = run_config(device, programs, block, iters, unroll, warps, 1 if args.smoke
-                           else args.reps)
+            r = run_config(
+                device, programs, block, iters, unroll, warps, 1 if args.smoke else args.reps
+            )
             runs.append(r)
-            print(f"[{i}/{len(configs)}] programs={programs} block={block} warps={warps}: "
-                  f"{r['ms']:.3f} ms, {r['exp2_per_s'] / 1e12:.3f} T exp2/s", flush=True)
+            print(
+                f"[{i}/{len(configs)}] programs={programs} block={block} warps={warps}: "
+                f"{r['ms']:.3f} ms, {r['exp2_per_s'] / 1e12:.3f} T exp2/s",
+                flush=True,
+            )
     finally:
         stop.set()
         if gpu:
@@ -163,24 +208,27 @@ def main() -> None:
     env = environment(sm_count=sms)
     if not gpu:
         env["device"] = f"CPU ({platform.machine()}), Triton interpreter"
-    mufu = {"exp2_per_s": best["exp2_per_s"], "config": {k: best[k] for k in
-            ("programs", "block", "iters", "unroll", "num_warps")}}
+    mufu = {
+        "exp2_per_s": best["exp2_per_s"],
+        "config": {k: best[k] for k in ("programs", "block", "iters", "unroll", "num_warps")},
+    }
     if gpu:
         smi = nvidia_smi("clocks.max.sm,driver_version")
         env["driver"] = smi[1] if smi else None
         env["sm_clock_max_mhz"] = float(smi[0]) if smi and smi[0].isdigit() else None
         env["sm_clock_mhz_during_run"] = clocks
         if env["sm_clock_max_mhz"]:
-            mufu["exp2_per_clock_per_sm_at_max_clock"] = (
-                best["exp2_per_s"] / (sms * env["sm_clock_max_mhz"] * 1e6))
+            mufu["exp2_per_clock_per_sm_at_max_clock"] = best["exp2_per_s"] / (
+                sms * env["sm_clock_max_mhz"] * 1e6
+            )
         if clocks:
             clock = statistics.median(clocks) * 1e6
             mufu["exp2_per_clock_per_sm_at_median_clock"] = best["exp2_per_s"] / (sms * clock)
     record = {
         "environment": env,
         "method": "Triton kernel chaining x -> 2^(-x) (tl.math.exp2) over independent values in "
-                  "registers; triton.testing.do_bench median per round, median over rounds; "
-                  "rate = exp2 count / time of the fastest configuration",
+        "registers; triton.testing.do_bench median per round, median over rounds; "
+        "rate = exp2 count / time of the fastest configuration",
         "mufu": mufu,
         "runs": runs,
     }
@@ -197,8 +245,10 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
     per_clock = mufu.get("exp2_per_clock_per_sm_at_max_clock", math.nan)
-    print(f"wrote {out}: {best['exp2_per_s'] / 1e12:.3f} T exp2/s "
-          f"({per_clock:.2f} per clock per SM at the maximum SM clock)")
+    print(
+        f"wrote {out}: {best['exp2_per_s'] / 1e12:.3f} T exp2/s "
+        f"({per_clock:.2f} per clock per SM at the maximum SM clock)"
+    )
 
 
 if __name__ == "__main__":

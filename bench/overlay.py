@@ -18,6 +18,7 @@ from bench.core import DATA, environment
 
 # ------------------------------------------------------------------------------------
 
+
 def totals(kernels: list[dict]) -> dict[str, float]:
     """Each metric summed over a case's kernels (None where ncu gave no value)."""
     out: dict[str, float] = {}
@@ -48,8 +49,14 @@ def time_case(fn) -> dict[str, float]:
 
     dev = time_ms(fn, graph=True, rep=20, quantiles=[0.5, 0.2, 0.8])
     call = time_ms(fn, warmup=10, rep=40, quantiles=[0.5, 0.2, 0.8])
-    return {"device_s": dev[0] / 1e3, "device_q20_s": dev[1] / 1e3, "device_q80_s": dev[2] / 1e3,
-            "call_s": call[0] / 1e3, "call_q20_s": call[1] / 1e3, "call_q80_s": call[2] / 1e3}
+    return {
+        "device_s": dev[0] / 1e3,
+        "device_q20_s": dev[1] / 1e3,
+        "device_q80_s": dev[2] / 1e3,
+        "call_s": call[0] / 1e3,
+        "call_q20_s": call[1] / 1e3,
+        "call_q80_s": call[2] / 1e3,
+    }
 
 
 def measure(out_dir: Path, log=print) -> None:
@@ -82,12 +89,18 @@ def measure(out_dir: Path, log=print) -> None:
             timed[case.id].update(params=params, **times)
             if case.impl == "flash":
                 pins[case.id] = params
-            log(f"{case.id}: device {times['device_s'] * 1e6:.1f} us, call "
-                f"{times['call_s'] * 1e6:.1f} us {params} ({time.time() - t0:.0f} s)")
+            log(
+                f"{case.id}: device {times['device_s'] * 1e6:.1f} us, call "
+                f"{times['call_s'] * 1e6:.1f} us {params} ({time.time() - t0:.0f} s)"
+            )
     pins_path = out_dir / ".pins.json"
     pins_path.write_text(json.dumps(pins))
-    (out_dir / "roofline-overlay-h200.json").write_text(json.dumps(  # kept if ncu fails
-        {"environment": environment(), "cases": timed, "errors": errors}, indent=1) + "\n")
+    (out_dir / "roofline-overlay-h200.json").write_text(
+        json.dumps(  # kept if ncu fails
+            {"environment": environment(), "cases": timed, "errors": errors}, indent=1
+        )
+        + "\n"
+    )
     profiled = measure_bytes.measure(out_dir / "bytes-h200.json", str(pins_path), log=log)
     for case_id, entry in profiled["cases"].items():
         if case_id in timed:
@@ -96,18 +109,21 @@ def measure(out_dir: Path, log=print) -> None:
             timed[case_id]["kernels"] = [k["kernel"] for k in entry.get("all", [])]
             if entry["params"] != timed[case_id].get("params"):
                 timed[case_id]["params_under_ncu"] = entry["params"]
-    record = {"environment": environment(),
-              "timing": " ".join(time_case.__doc__.split(". ", 1)[1].split()),
-              "cases": timed, "errors": {**errors, **profiled["errors"]},
-              "ncu": profiled["commands"]}
+    record = {
+        "environment": environment(),
+        "timing": " ".join(time_case.__doc__.split(". ", 1)[1].split()),
+        "cases": timed,
+        "errors": {**errors, **profiled["errors"]},
+        "ncu": profiled["commands"],
+    }
     (out_dir / "roofline-overlay-h200.json").write_text(json.dumps(record, indent=1) + "\n")
     log(f"done in {time.time() - t0:.0f} s")
 
 
-
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out-dir", type=Path, default=DATA)
     args = parser.parse_args()
     measure(args.out_dir, log=lambda s: print(s, flush=True))

@@ -19,7 +19,9 @@ from bench.core import environment, time_ms
 from minimodel.paged_attention import paged_decode, paged_prefill
 
 DECODE = [  # (B, Hq, Hkv, d, context, block_size)
-    (1, 32, 8, 128, 32768, 16), (64, 32, 8, 128, 4096, 16), (256, 32, 8, 128, 512, 16),
+    (1, 32, 8, 128, 32768, 16),
+    (64, 32, 8, 128, 4096, 16),
+    (256, 32, 8, 128, 512, 16),
     (16, 32, 8, 128, 32768, 64),
 ]
 PREFILL = [(4, 32, 8, 128, 4096, 1024, 16)]  # (B, Hq, Hkv, d, context, new tokens, block_size)
@@ -66,14 +68,19 @@ def main() -> None:
         q = torch.randn(b, hq, d, device="cuda", dtype=torch.float16)
         flags = torch.zeros(b, dtype=torch.int32, device="cuda")
         call = functools.partial(paged_decode, q, k, v, table, lens)
-        rows = measure({
-            "checked": (call, False),
-            "fast": (functools.partial(call, max_context_len=ctx), True),
-            "fast+flags": (functools.partial(zeroed, flags, call, max_context_len=ctx,
-                                             error_flags=flags), True),
-        })
-        record["decode"].append({"B": b, "Hq": hq, "Hkv": hkv, "d": d, "context": ctx,
-                                 "block_size": bs, "rows": rows})
+        rows = measure(
+            {
+                "checked": (call, False),
+                "fast": (functools.partial(call, max_context_len=ctx), True),
+                "fast+flags": (
+                    functools.partial(zeroed, flags, call, max_context_len=ctx, error_flags=flags),
+                    True,
+                ),
+            }
+        )
+        record["decode"].append(
+            {"B": b, "Hq": hq, "Hkv": hkv, "d": d, "context": ctx, "block_size": bs, "rows": rows}
+        )
     for b, hq, hkv, d, ctx, new, bs in PREFILL:
         print(f"prefill B={b} ctx={ctx} new={new}", flush=True)
         k, v, table, lens = pools(b, hkv, d, ctx, bs)
@@ -81,14 +88,28 @@ def main() -> None:
         starts = torch.arange(0, (b + 1) * new, new, dtype=torch.int32, device="cuda")
         flags = torch.zeros(b, dtype=torch.int32, device="cuda")
         call = functools.partial(paged_prefill, q, k, v, table, lens, starts)
-        rows = measure({
-            "checked": (call, False),
-            "fast": (functools.partial(call, max_query_len=new), True),
-            "fast+flags": (functools.partial(zeroed, flags, call, max_query_len=new,
-                                             error_flags=flags), True),
-        })
-        record["prefill"].append({"B": b, "Hq": hq, "Hkv": hkv, "d": d, "context": ctx,
-                                  "new_tokens": new, "block_size": bs, "rows": rows})
+        rows = measure(
+            {
+                "checked": (call, False),
+                "fast": (functools.partial(call, max_query_len=new), True),
+                "fast+flags": (
+                    functools.partial(zeroed, flags, call, max_query_len=new, error_flags=flags),
+                    True,
+                ),
+            }
+        )
+        record["prefill"].append(
+            {
+                "B": b,
+                "Hq": hq,
+                "Hkv": hkv,
+                "d": d,
+                "context": ctx,
+                "new_tokens": new,
+                "block_size": bs,
+                "rows": rows,
+            }
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -44,8 +44,14 @@ from minimodel.reference import attention_ref
 from minimodel.roofline import attention_flops, kv_cache_bytes
 
 DEVICE = "cuda"
-DECODE_IMPLS = ["paged_bs16", "paged_bs64", "contiguous", "sdpa_cudnn", "sdpa_flash",
-                "flash_attention"]
+DECODE_IMPLS = [
+    "paged_bs16",
+    "paged_bs64",
+    "contiguous",
+    "sdpa_cudnn",
+    "sdpa_flash",
+    "flash_attention",
+]
 SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION}
 
 
@@ -63,8 +69,12 @@ class Decode:
 
 def decode_cases(quick: bool) -> list[Decode]:
     if quick:
-        return [Decode("b64", 64, 4096), Decode("b1", 1, 32768), Decode("mixed", 64, 8192),
-                Decode("window", 1, 32768, window=4096)]
+        return [
+            Decode("b64", 64, 4096),
+            Decode("b1", 1, 32768),
+            Decode("mixed", 64, 8192),
+            Decode("window", 1, 32768, window=4096),
+        ]
     out = [Decode("b1", 1, n) for n in (2048, 8192, 32768, 65536, 131072)]
     out += [Decode("b64", 64, n) for n in (512, 1024, 2048, 4096, 8192)]
     out += [Decode("heads", 64, 4096, hkv=h) for h in (32, 1)]
@@ -101,10 +111,10 @@ def to_pool(k: torch.Tensor, lens: list[int], block_size: int, seed: int = 1):
     table = torch.full((b, triton.cdiv(n, block_size)), -1, dtype=torch.int32, device=DEVICE)
     start = 0
     for i, nb in enumerate(per_seq):
-        ids = perm[start:start + nb]
+        ids = perm[start : start + nb]
         table[i, :nb] = ids
         padded = torch.zeros((hkv, nb * block_size, d), dtype=k.dtype, device=DEVICE)
-        padded[:, :lens[i]] = k[i, :, :lens[i]]
+        padded[:, : lens[i]] = k[i, :, : lens[i]]
         pool[ids.long()] = padded.view(hkv, nb, block_size, d).permute(1, 2, 0, 3)
         start += nb
     return pool, table
@@ -134,14 +144,24 @@ def reference(q, k, v, lens, case: Decode) -> dict[int, torch.Tensor]:
     out = {}
     for r in sorted({0, len(lens) - 1}):
         n = lens[r]
-        out[r] = attention_ref(q[r:r + 1, :, None].float(), k[r:r + 1, :, :n].float(),
-                               v[r:r + 1, :, :n].float(), causal=True,
-                               window=case.window)[0, :, 0]
+        out[r] = attention_ref(
+            q[r : r + 1, :, None].float(),
+            k[r : r + 1, :, :n].float(),
+            v[r : r + 1, :, :n].float(),
+            causal=True,
+            window=case.window,
+        )[0, :, 0]
     return out
 
 
-def timed(recs: dict, fns: dict, rounds: int, nbytes: int | None = None,
-          flops: int | None = None, backends: dict = SDPA) -> None:
+def timed(
+    recs: dict,
+    fns: dict,
+    rounds: int,
+    nbytes: int | None = None,
+    flops: int | None = None,
+    backends: dict = SDPA,
+) -> None:
     """Time every implementation eagerly and from a CUDA graph, in turns, `rounds` times (under
     the SDPA backend `backends` names for it, if any); medians and rates into recs."""
     for _ in range(rounds):
@@ -168,35 +188,51 @@ def bench_decode(case: Decode, impls: list[str], rounds: int) -> list[dict]:
     g = torch.Generator(device=DEVICE).manual_seed(0)
     lens = lengths(case)
     q = torch.randn(case.b, case.hq, case.d, device=DEVICE, generator=g).to(dt)
-    k, v = (torch.randn(case.b, case.hkv, case.ctx, case.d, device=DEVICE, generator=g).to(dt)
-            for _ in range(2))
+    k, v = (
+        torch.randn(case.b, case.hkv, case.ctx, case.d, device=DEVICE, generator=g).to(dt)
+        for _ in range(2)
+    )
     lens_t = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
     ref = reference(q, k, v, lens, case)
     nbytes = kv_bytes(case, lens)
     uniform = len(set(lens)) == 1
     recs, fns = {}, {}
     for impl in impls:
-        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "kv_bytes": nbytes,
-                            "ms_runs": []}
+        rec = recs[impl] = {
+            **dataclasses.asdict(case),
+            "impl": impl,
+            "kv_bytes": nbytes,
+            "ms_runs": [],
+        }
         try:
             if impl.startswith("paged_bs"):
                 bs = int(impl.removeprefix("paged_bs"))
                 kp, table = to_pool(k, lens, bs)
                 vp, _ = to_pool(v, lens, bs)  # same permutation (same seed)
-                fn = functools.partial(paged_decode, q, kp, vp, table, lens_t,
-                                       max_context_len=max(lens), window=case.window)
+                fn = functools.partial(
+                    paged_decode,
+                    q,
+                    kp,
+                    vp,
+                    table,
+                    lens_t,
+                    max_context_len=max(lens),
+                    window=case.window,
+                )
                 rec["form"] = f"block table, block size {bs}, random permutation"
                 out = fn()
             elif not uniform:
                 raise NotImplementedError("takes one context length per batch only")
             elif impl == "contiguous":
-                fn = functools.partial(attention, q[:, :, None], k, v, causal=True,
-                                       window=case.window)
+                fn = functools.partial(
+                    attention, q[:, :, None], k, v, causal=True, window=case.window
+                )
                 out = fn()[:, :, 0]
                 rec["form"] = "minimodel.attention, contiguous cache read in place"
             elif impl == "flash_attention":
-                fn = functools.partial(flash_attention, q[:, :, None], k, v, causal=True,
-                                       window=case.window)
+                fn = functools.partial(
+                    flash_attention, q[:, :, None], k, v, causal=True, window=case.window
+                )
                 out = fn()[:, :, 0]
                 rec["form"] = "Lab 02's kernel, contiguous cache"
             elif impl in SDPA:
@@ -222,8 +258,10 @@ def bench_splits(case: Decode, splits: list[int], block_size: int = 16) -> list[
     g = torch.Generator(device=DEVICE).manual_seed(0)
     lens = lengths(case)
     q = torch.randn(case.b, case.hq, case.d, device=DEVICE, generator=g).to(dt)
-    k, v = (torch.randn(case.b, case.hkv, case.ctx, case.d, device=DEVICE, generator=g).to(dt)
-            for _ in range(2))
+    k, v = (
+        torch.randn(case.b, case.hkv, case.ctx, case.d, device=DEVICE, generator=g).to(dt)
+        for _ in range(2)
+    )
     kp, table = to_pool(k, lens, block_size)
     vp, _ = to_pool(v, lens, block_size)
     lens_t = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
@@ -234,10 +272,24 @@ def bench_splits(case: Decode, splits: list[int], block_size: int = 16) -> list[
     chosen = paged_attention.choose_num_splits(case.b, case.hkv, keys, cfg.block_n, sms)
     recs, fns = {}, {}
     for s in sorted(set(splits) | {chosen}):
-        fns[s] = functools.partial(paged_decode, q, kp, vp, table, lens_t,
-                                   max_context_len=max(lens), window=case.window, num_splits=s)
-        recs[s] = {**dataclasses.asdict(case), "splits": s, "chosen": s == chosen,
-                   "kv_bytes": nbytes, "ms_runs": []}
+        fns[s] = functools.partial(
+            paged_decode,
+            q,
+            kp,
+            vp,
+            table,
+            lens_t,
+            max_context_len=max(lens),
+            window=case.window,
+            num_splits=s,
+        )
+        recs[s] = {
+            **dataclasses.asdict(case),
+            "splits": s,
+            "chosen": s == chosen,
+            "kv_bytes": nbytes,
+            "ms_runs": [],
+        }
     timed(recs, fns, 1, nbytes=nbytes)
     return list(recs.values())
 
@@ -256,29 +308,36 @@ class Prefill:
 def prefill_cases(quick: bool) -> list[Prefill]:
     if quick:
         return [Prefill(4, 8192, 1024)]
-    return [Prefill(4, 8192, 1024), Prefill(1, 16384, 2048), Prefill(4, 4096, 4096),
-            Prefill(2, 16384, 4096, window=4096)]
+    return [
+        Prefill(4, 8192, 1024),
+        Prefill(1, 16384, 2048),
+        Prefill(4, 4096, 4096),
+        Prefill(2, 16384, 4096, window=4096),
+    ]
 
 
 def bench_prefill(case: Prefill, rounds: int) -> list[dict]:
     g = torch.Generator(device=DEVICE).manual_seed(0)
     dt = torch.float16
     q = torch.randn(case.b, case.hq, case.nq, case.d, device=DEVICE, generator=g).to(dt)
-    k, v = (torch.randn(case.b, case.hkv, case.ctx, case.d, device=DEVICE, generator=g).to(dt)
-            for _ in range(2))
-    flops = attention_flops(case.b, case.hq, case.nq, case.ctx, case.d, causal=True,
-                            window=case.window)
+    k, v = (
+        torch.randn(case.b, case.hkv, case.ctx, case.d, device=DEVICE, generator=g).to(dt)
+        for _ in range(2)
+    )
+    flops = attention_flops(
+        case.b, case.hq, case.nq, case.ctx, case.d, causal=True, window=case.window
+    )
     group = case.hq // case.hkv  # the first group: query heads 0..group-1 read kv head 0
-    ref = attention_ref(q[:1, :group].float(), k[:1, :1].float(), v[:1, :1].float(), causal=True,
-                        window=case.window)
+    ref = attention_ref(
+        q[:1, :group].float(), k[:1, :1].float(), v[:1, :1].float(), causal=True, window=case.window
+    )
     lens = [case.ctx] * case.b
     lens_t = torch.tensor(lens, dtype=torch.int32, device=DEVICE)
     starts = torch.arange(0, (case.b + 1) * case.nq, case.nq, dtype=torch.int32, device=DEVICE)
     q_packed = q.transpose(1, 2).reshape(case.b * case.nq, case.hq, case.d)
     recs, fns = {}, {}
     for impl in ("paged_bs16", "paged_bs64", "flash_attention"):
-        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": flops,
-                            "ms_runs": []}
+        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": flops, "ms_runs": []}
         try:
             if impl == "flash_attention":
                 fn = functools.partial(flash_attention, q, k, v, causal=True, window=case.window)
@@ -287,9 +346,18 @@ def bench_prefill(case: Prefill, rounds: int) -> list[dict]:
                 bs = int(impl.removeprefix("paged_bs"))
                 kp, table = to_pool(k, lens, bs)
                 vp, _ = to_pool(v, lens, bs)
-                fn = functools.partial(paged_prefill, q_packed, kp, vp, table, lens_t, starts,
-                                       max_query_len=case.nq, window=case.window)
-                out = fn()[:case.nq, :group].transpose(0, 1)[None]
+                fn = functools.partial(
+                    paged_prefill,
+                    q_packed,
+                    kp,
+                    vp,
+                    table,
+                    lens_t,
+                    starts,
+                    max_query_len=case.nq,
+                    window=case.window,
+                )
+                out = fn()[: case.nq, :group].transpose(0, 1)[None]
             rec["max_err"] = (out.float() - ref).abs().max().item()
             fns[impl] = fn
         except Exception as e:  # noqa: BLE001
@@ -311,15 +379,31 @@ def sweep(out: Path) -> None:
     records = []
     orig_d, orig_p = paged_attention.decode_config, paged_attention.prefill_config
     for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072)):
-        for bn, w, s in [(32, 4, 3), (64, 4, 3), (64, 4, 4), (64, 4, 5), (64, 8, 3),
-                         (128, 4, 3), (128, 8, 3), (32, 4, 5)]:
-            paged_attention.decode_config = (
-                lambda *a, c=(bn, w, s): paged_attention.DecodeConfig(*c))
+        for bn, w, s in [
+            (32, 4, 3),
+            (64, 4, 3),
+            (64, 4, 4),
+            (64, 4, 5),
+            (64, 8, 3),
+            (128, 4, 3),
+            (128, 8, 3),
+            (32, 4, 5),
+        ]:
+            paged_attention.decode_config = lambda *a, c=(bn, w, s): paged_attention.DecodeConfig(
+                *c
+            )
             try:
                 for r in bench_decode(case, ["paged_bs16", "contiguous"], 1):
                     records.append({**r, "config": [bn, w, s]})
-                    print(case.group, case.ctx, r["impl"], (bn, w, s),
-                          f"{r.get('gb_per_s', 0):.0f} GB/s", r.get("error", ""), flush=True)
+                    print(
+                        case.group,
+                        case.ctx,
+                        r["impl"],
+                        (bn, w, s),
+                        f"{r.get('gb_per_s', 0):.0f} GB/s",
+                        r.get("error", ""),
+                        flush=True,
+                    )
             except Exception as e:  # noqa: BLE001
                 print("config", (bn, w, s), "failed:", e, flush=True)
     paged_attention.decode_config = orig_d
@@ -330,22 +414,33 @@ def sweep(out: Path) -> None:
                 for r in bench_prefill(case, 1):
                     if r["impl"] != "flash_attention" or cfg == (128, 64, 4, 3):
                         records.append({**r, "config": list(cfg)})
-                        print("prefill", r["impl"], cfg, f"{r.get('tflops', 0):.0f} TFLOP/s",
-                              r.get("error", ""), flush=True)
+                        print(
+                            "prefill",
+                            r["impl"],
+                            cfg,
+                            f"{r.get('tflops', 0):.0f} TFLOP/s",
+                            r.get("error", ""),
+                            flush=True,
+                        )
             except Exception as e:  # noqa: BLE001
                 print("prefill config", cfg, "failed:", e, flush=True)
     paged_attention.prefill_config = orig_p
-    what = ("bench/paged_decode.py --sweep: the decode kernel's (BLOCK_N, num_warps, "
-            "num_stages) on two shapes, through the block table (b=16) and the contiguous path, "
-            "and the prefill kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages); eager do_bench "
-            "medians, one round (the first GPU run, before CUDA-graph timing was added)")
-    out.write_text(json.dumps({"environment": environment(), "records": records, "what": what},
-                              indent=1) + "\n")
+    what = (
+        "bench/paged_decode.py --sweep: the decode kernel's (BLOCK_N, num_warps, "
+        "num_stages) on two shapes, through the block table (b=16) and the contiguous path, "
+        "and the prefill kernel's (BLOCK_M, BLOCK_N, num_warps, num_stages); eager do_bench "
+        "medians, one round (the first GPU run, before CUDA-graph timing was added)"
+    )
+    out.write_text(
+        json.dumps({"environment": environment(), "records": records, "what": what}, indent=1)
+        + "\n"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sweep", action="store_true", help="tile sweep only, to --out")
@@ -360,14 +455,16 @@ def main() -> None:
     record = {
         "environment": environment(),
         "timing": "triton.testing.do_bench medians (its 256 MB buffer write between runs evicts "
-                  "the L2): ms of the eager call (ms_runs, one per round), graph_ms of the same "
-                  "call captured in a CUDA graph and replayed (graph_ms_runs)",
+        "the L2): ms of the eager call (ms_runs, one per round), graph_ms of the same "
+        "call captured in a CUDA graph and replayed (graph_ms_runs)",
         "bytes": "K/V bytes read: minimodel.roofline.kv_cache_bytes(1, Hkv, d, min(context, "
-                 "window)) summed over the batch",
+        "window)) summed over the batch",
         "flops": "minimodel.roofline.attention_flops (visible pairs, bottom-right causal)",
         "copy_bytes_per_s": [copy_rate()],
         "num_sms": torch.cuda.get_device_properties(0).multi_processor_count,
-        "decode": [], "splits": [], "prefill": [],
+        "decode": [],
+        "splits": [],
+        "prefill": [],
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -380,26 +477,41 @@ def main() -> None:
         recs = bench_decode(case, DECODE_IMPLS, args.rounds)
         record["decode"] += recs
         save()
-        print(f"[{i + 1}/{len(cases)}] {case.group} B={case.b} ctx={case.ctx} Hkv={case.hkv} "
-              f"d={case.d} W={case.window} {case.dtype} eager/graph GB/s: " + ", ".join(
-                  f"{r['impl']} {r.get('gb_per_s', 0):.0f}/{r.get('graph_gb_per_s', 0):.0f}"
-                  for r in recs), flush=True)
-    for case, counts in ((Decode("b64", 64, 4096), [1, 2, 3, 4, 8]),
-                         (Decode("b1", 1, 131072), [8, 16, 33, 66, 132, 256]),
-                         (Decode("b1", 1, 32768), [8, 16, 33, 66, 128])):
+        print(
+            f"[{i + 1}/{len(cases)}] {case.group} B={case.b} ctx={case.ctx} Hkv={case.hkv} "
+            f"d={case.d} W={case.window} {case.dtype} eager/graph GB/s: "
+            + ", ".join(
+                f"{r['impl']} {r.get('gb_per_s', 0):.0f}/{r.get('graph_gb_per_s', 0):.0f}"
+                for r in recs
+            ),
+            flush=True,
+        )
+    for case, counts in (
+        (Decode("b64", 64, 4096), [1, 2, 3, 4, 8]),
+        (Decode("b1", 1, 131072), [8, 16, 33, 66, 132, 256]),
+        (Decode("b1", 1, 32768), [8, 16, 33, 66, 128]),
+    ):
         recs = bench_splits(case, counts)
         record["splits"] += recs
         save()
-        print("splits", case.b, case.ctx, [(r["splits"], round(r["gb_per_s"]),
-                                            round(r.get("graph_gb_per_s", 0))) for r in recs],
-              flush=True)
+        print(
+            "splits",
+            case.b,
+            case.ctx,
+            [(r["splits"], round(r["gb_per_s"]), round(r.get("graph_gb_per_s", 0))) for r in recs],
+            flush=True,
+        )
     for case in prefill_cases(args.quick):
         recs = bench_prefill(case, args.rounds)
         record["prefill"] += recs
         save()
-        print(f"prefill {case}: eager/graph TFLOP/s: " + ", ".join(
-            f"{r['impl']} {r.get('tflops', 0):.0f}/{r.get('graph_tflops', 0):.0f}"
-            for r in recs), flush=True)
+        print(
+            f"prefill {case}: eager/graph TFLOP/s: "
+            + ", ".join(
+                f"{r['impl']} {r.get('tflops', 0):.0f}/{r.get('graph_tflops', 0):.0f}" for r in recs
+            ),
+            flush=True,
+        )
     record["copy_bytes_per_s"].append(copy_rate())
     save()
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s", flush=True)

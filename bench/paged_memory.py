@@ -66,8 +66,14 @@ def verb_workload(n: int) -> Workload:
         line = lines[rng.randrange(1, len(lines))]
         head, rest = line.split(": ", 1)
         requests.append((tuple(tok.encode(example + head + ": ")), len(rest) + 1))
-    return Workload("verbs", "verb corpus: a shared one-line example, the head of a line as "
-                    "prompt, the rest of the line as output", 256, 16 * 256, tuple(requests))
+    return Workload(
+        "verbs",
+        "verb corpus: a shared one-line example, the head of a line as "
+        "prompt, the rest of the line as output",
+        256,
+        16 * 256,
+        tuple(requests),
+    )
 
 
 def long_tail_workload(n: int) -> Workload:
@@ -81,9 +87,14 @@ def long_tail_workload(n: int) -> Workload:
         p = min(960, max(1, round(rng.lognormvariate(math.log(128), 1.0))))
         o = min(1024, max(1, round(rng.lognormvariate(math.log(256), 1.0))))
         requests.append((system + tuple(rng.randrange(32000) for _ in range(p)), o))
-    return Workload("long-tail", "synthetic: a shared 64-token system prompt, then log-normal "
-                    "prompt and output lengths (medians 128 and 256 tokens, sigma 1)",
-                    2048, 16 * 2048, tuple(requests))
+    return Workload(
+        "long-tail",
+        "synthetic: a shared 64-token system prompt, then log-normal "
+        "prompt and output lengths (medians 128 and 256 tokens, sigma 1)",
+        2048,
+        16 * 2048,
+        tuple(requests),
+    )
 
 
 class Contiguous:
@@ -203,8 +214,12 @@ def simulate(workload: Workload, layout, label: str) -> dict:
             running_sum += len(running)
         max_running = max(max_running, len(running))
         if steps % 2000 == 0:
-            print(f"  {label}: step {steps}, {len(waiting)} waiting, {len(running)} running, "
-                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"  {label}: step {steps}, {len(waiting)} waiting, {len(running)} running, "
+                f"{time.perf_counter() - t0:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     if not saturated:
         raise SystemExit(f"{label}: every request fit at once; use more requests")
     return {
@@ -226,8 +241,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "data" / "paged-memory.json")
     parser.add_argument("--requests", type=int, default=400, help="requests per workload")
     args = parser.parse_args()
-    record = {"environment": environment(), "seed": SEED, "requests": args.requests,
-              "block_sizes": list(BLOCK_SIZES), "workloads": []}
+    record = {
+        "environment": environment(),
+        "seed": SEED,
+        "requests": args.requests,
+        "block_sizes": list(BLOCK_SIZES),
+        "workloads": [],
+    }
     for workload in (verb_workload(args.requests), long_tail_workload(args.requests)):
         prompts = [len(p) for p, _ in workload.requests]
         outputs = [o for _, o in workload.requests]
@@ -237,20 +257,33 @@ def main() -> None:
         for kind, b, sharing in layouts:
             label = f"{workload.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
             print(f"{label} ...", file=sys.stderr, flush=True)
-            layout = (Contiguous(workload.budget, workload.max_len) if b is None
-                      else Paged(workload.budget, b, sharing))
+            layout = (
+                Contiguous(workload.budget, workload.max_len)
+                if b is None
+                else Paged(workload.budget, b, sharing)
+            )
             result = simulate(workload, layout, label)
             runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
-            print(f"  {result['token_states_of_reserved']:.1%} of reserved slots hold token "
-                  f"states, {result['mean_running']:.1f} running, {result['preemptions']} "
-                  f"preemptions", file=sys.stderr, flush=True)
-        record["workloads"].append({
-            "name": workload.name, "description": workload.description,
-            "max_len": workload.max_len, "budget_slots": workload.budget,
-            "mean_prompt": sum(prompts) / len(prompts), "max_prompt": max(prompts),
-            "mean_output": sum(outputs) / len(outputs), "max_output": max(outputs),
-            "runs": runs,
-        })
+            print(
+                f"  {result['token_states_of_reserved']:.1%} of reserved slots hold token "
+                f"states, {result['mean_running']:.1f} running, {result['preemptions']} "
+                f"preemptions",
+                file=sys.stderr,
+                flush=True,
+            )
+        record["workloads"].append(
+            {
+                "name": workload.name,
+                "description": workload.description,
+                "max_len": workload.max_len,
+                "budget_slots": workload.budget,
+                "mean_prompt": sum(prompts) / len(prompts),
+                "max_prompt": max(prompts),
+                "mean_output": sum(outputs) / len(outputs),
+                "max_output": max(outputs),
+                "runs": runs,
+            }
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")
     print(f"wrote {args.out}", file=sys.stderr)

@@ -89,8 +89,9 @@ def encode(lines: list[str]) -> tuple[torch.Tensor, ...]:
 def loss_of(model: MiniGPT, tokens: torch.Tensor, scored: torch.Tensor, attn) -> torch.Tensor:
     """Mean cross-entropy (nats per character) of the scored targets, predicted from the left."""
     logits = model(tokens[:, :-1], attn=attn)
-    per_target = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                 tokens[:, 1:].reshape(-1), reduction="none")
+    per_target = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), reduction="none"
+    )
     mask = scored[:, 1:].reshape(-1)
     return (per_target * mask).sum() / mask.sum()
 
@@ -135,19 +136,29 @@ class Progress:
         bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
         elapsed = time.monotonic() - self.start
         eta = elapsed / frac - elapsed
-        print(f"\r[{bar}] {self.done}/{self.total} steps  {elapsed:4.0f}s  eta {eta:4.0f}s  "
-              f"{label:<24} loss {loss:.3f}", end="", file=sys.stderr, flush=True)
+        print(
+            f"\r[{bar}] {self.done}/{self.total} steps  {elapsed:4.0f}s  eta {eta:4.0f}s  "
+            f"{label:<24} loss {loss:.3f}",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
         if self.done == self.total:
             print(file=sys.stderr)
 
 
-def train(model: MiniGPT, steps: int, data: tuple, seed: int, progress: Progress,
-          label: str) -> MiniGPT:
+def train(
+    model: MiniGPT, steps: int, data: tuple, seed: int, progress: Progress, label: str
+) -> MiniGPT:
     tokens, real = data[0], data[1]
     with torch.no_grad():  # the fast path computes what the lab's attention computes
         probe = tokens[:2, :40]
-        torch.testing.assert_close(model(probe, attn=sdpa_attention),
-                                   model(probe, attn=grouped_attention), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            model(probe, attn=sdpa_attention),
+            model(probe, attn=grouped_attention),
+            atol=1e-4,
+            rtol=1e-4,
+        )
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.1)
     draw = torch.Generator().manual_seed(seed)
@@ -166,12 +177,12 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, progress: Progress
 def evaluate(model: MiniGPT, train_data: tuple, held_data: tuple) -> dict:
     tokens, _, scored, stem = held_data
     with torch.no_grad():
-        return {"heldout_loss": loss_of(model, tokens, scored, grouped_attention).item(),
-                "heldout_stem_loss": loss_of(model, tokens, stem, grouped_attention).item(),
-                "heldout_rest_loss": loss_of(model, tokens, scored & ~stem,
-                                             grouped_attention).item(),
-                "train_loss": loss_of(model, train_data[0], train_data[2],
-                                      grouped_attention).item()}
+        return {
+            "heldout_loss": loss_of(model, tokens, scored, grouped_attention).item(),
+            "heldout_stem_loss": loss_of(model, tokens, stem, grouped_attention).item(),
+            "heldout_rest_loss": loss_of(model, tokens, scored & ~stem, grouped_attention).item(),
+            "train_loss": loss_of(model, train_data[0], train_data[2], grouped_attention).item(),
+        }
 
 
 def sample(model: MiniGPT, line: str) -> str:
@@ -199,52 +210,117 @@ def main() -> None:
     runs = []
     t0 = time.monotonic()
     for seed in args.seeds:
-        mha = train(fresh_model(VARIANTS[0], seed), args.steps, train_data, seed, progress,
-                    f"seed {seed} kv8 pretrain")
-        runs.append({"seed": seed, "variant": "kv8", "kv_heads": 8, "kind": "scratch",
-                     "steps": args.steps, "uptrain_steps": 0, **evaluate(mha, train_data,
-                                                                        held_data)})
+        mha = train(
+            fresh_model(VARIANTS[0], seed),
+            args.steps,
+            train_data,
+            seed,
+            progress,
+            f"seed {seed} kv8 pretrain",
+        )
+        runs.append(
+            {
+                "seed": seed,
+                "variant": "kv8",
+                "kv_heads": 8,
+                "kind": "scratch",
+                "steps": args.steps,
+                "uptrain_steps": 0,
+                **evaluate(mha, train_data, held_data),
+            }
+        )
         if seed == args.seeds[0]:
-            samples = [{"line": line, "predicted": sample(mha, line)}
-                       for line in (held_lines[0], train_lines[0])]
+            samples = [
+                {"line": line, "predicted": sample(mha, line)}
+                for line in (held_lines[0], train_lines[0])
+            ]
         for n in VARIANTS:  # kv8 -> kv8 is the identity: the MHA trained on, as a control
             converted = mean_pool_kv(mha, n)
-            runs.append({"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": "converted",
-                         "steps": args.steps, "uptrain_steps": 0,
-                         **evaluate(converted, train_data, held_data)})
+            runs.append(
+                {
+                    "seed": seed,
+                    "variant": f"kv{n}",
+                    "kv_heads": n,
+                    "kind": "converted",
+                    "steps": args.steps,
+                    "uptrain_steps": 0,
+                    **evaluate(converted, train_data, held_data),
+                }
+            )
             for u in uptrain:
-                model = train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, progress,
-                              f"seed {seed} kv{n} uptrain {u}")
-                runs.append({"seed": seed, "variant": f"kv{n}", "kv_heads": n,
-                             "kind": "uptrained", "steps": args.steps + u, "uptrain_steps": u,
-                             **evaluate(model, train_data, held_data)})
+                model = train(
+                    mean_pool_kv(mha, n),
+                    u,
+                    train_data,
+                    1000 + seed,
+                    progress,
+                    f"seed {seed} kv{n} uptrain {u}",
+                )
+                runs.append(
+                    {
+                        "seed": seed,
+                        "variant": f"kv{n}",
+                        "kv_heads": n,
+                        "kind": "uptrained",
+                        "steps": args.steps + u,
+                        "uptrain_steps": u,
+                        **evaluate(model, train_data, held_data),
+                    }
+                )
         for n in scratch:
-            model = train(fresh_model(n, seed), args.steps, train_data, seed, progress,
-                          f"seed {seed} kv{n} scratch")
-            runs.append({"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": "scratch",
-                         "steps": args.steps, "uptrain_steps": 0,
-                         **evaluate(model, train_data, held_data)})
+            model = train(
+                fresh_model(n, seed),
+                args.steps,
+                train_data,
+                seed,
+                progress,
+                f"seed {seed} kv{n} scratch",
+            )
+            runs.append(
+                {
+                    "seed": seed,
+                    "variant": f"kv{n}",
+                    "kv_heads": n,
+                    "kind": "scratch",
+                    "steps": args.steps,
+                    "uptrain_steps": 0,
+                    **evaluate(model, train_data, held_data),
+                }
+            )
     record = {
         "environment": environment(),
         "wall_seconds": round(time.monotonic() - t0, 1),
         "recipe": {
-            "model": {"n_layers": config.n_layers, "n_heads": config.n_heads,
-                      "head_dim": config.head_dim, "d_model": config.d_model,
-                      "vocab_size": config.vocab_size, "dtype": "float32"},
+            "model": {
+                "n_layers": config.n_layers,
+                "n_heads": config.n_heads,
+                "head_dim": config.head_dim,
+                "d_model": config.d_model,
+                "vocab_size": config.vocab_size,
+                "dtype": "float32",
+            },
             "held_out_verbs": list(HELD_OUT),
-            "train_lines": len(train_lines), "held_out_lines": len(held_lines),
-            "steps": args.steps, "uptrain_steps": uptrain, "batch_lines": BATCH,
-            "lr": LR, "lr_end": LR_END, "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
+            "train_lines": len(train_lines),
+            "held_out_lines": len(held_lines),
+            "steps": args.steps,
+            "uptrain_steps": uptrain,
+            "batch_lines": BATCH,
+            "lr": LR,
+            "lr_end": LR_END,
+            "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
             "init": "N(0, 0.02) for every Linear and Embedding weight, zero biases",
             "loss": "mean cross-entropy per character (nats) after the infinitive and its space; "
-                    "heldout_stem_loss: over the characters that repeat the verb's stem in its "
-                    "forms; heldout_rest_loss: over the others",
+            "heldout_stem_loss: over the characters that repeat the verb's stem in its "
+            "forms; heldout_rest_loss: over the others",
             "seeds": args.seeds,
         },
         "runs": runs,
-        "samples": {"model": f"kv8 after {args.steps} steps, seed {args.seeds[0]}",
-                    "what": "the most likely next character at each position, the line's own "
-                            "characters fed in (teacher forcing)", "lines": samples},
+        "samples": {
+            "model": f"kv8 after {args.steps} steps, seed {args.seeds[0]}",
+            "what": "the most likely next character at each position, the line's own "
+            "characters fed in (teacher forcing)",
+            "lines": samples,
+        },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2) + "\n")

@@ -38,8 +38,12 @@ def shapes(dtype):
 def inputs(shape, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     dt = getattr(torch, shape["dtype"])
-    return [torch.randn(shape["b"], shape["h"], shape["n"], shape["d"], device="cuda",
-                        generator=g, dtype=dt) for _ in range(3)]
+    return [
+        torch.randn(
+            shape["b"], shape["h"], shape["n"], shape["d"], device="cuda", generator=g, dtype=dt
+        )
+        for _ in range(3)
+    ]
 
 
 def launch(cfg, shape, q, k, v):
@@ -52,10 +56,27 @@ def launch(cfg, shape, q, k, v):
         desc.block_shape = [1, 1, rows, hd]
     grid = (triton.cdiv(shape["n"], bm), shape["b"] * shape["h"])
     af._attn_fwd[grid](
-        *descs, lse, hd**-0.5 * af.LOG2E, shape["n"], shape["n"], shape["h"], 1, 0,
-        lse.stride(0), lse.stride(1), 0, 0,
-        BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=hd, CAUSAL=shape["causal"], WINDOWED=False,
-        DOT_PRECISION="tf32", num_warps=w, num_stages=s)
+        *descs,
+        lse,
+        hd**-0.5 * af.LOG2E,
+        shape["n"],
+        shape["n"],
+        shape["h"],
+        1,
+        0,
+        lse.stride(0),
+        lse.stride(1),
+        0,
+        0,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        HEAD_DIM=hd,
+        CAUSAL=shape["causal"],
+        WINDOWED=False,
+        DOT_PRECISION="tf32",
+        num_warps=w,
+        num_stages=s,
+    )
     return o
 
 
@@ -102,13 +123,17 @@ def main():
     for shape in grid:
         q, k, v = inputs(shape)
         ref = attention_ref(q, k, v, causal=shape["causal"])
-        flops = attention_flops(shape["b"], shape["h"], shape["n"], shape["n"], shape["d"],
-                                causal=shape["causal"])
+        flops = attention_flops(
+            shape["b"], shape["h"], shape["n"], shape["n"], shape["d"], causal=shape["causal"]
+        )
         base = {}
-        for name, backend in [("sdpa_flash", torch.nn.attention.SDPBackend.FLASH_ATTENTION),
-                              ("sdpa_cudnn", torch.nn.attention.SDPBackend.CUDNN_ATTENTION)]:
-            fn = functools.partial(torch.nn.functional.scaled_dot_product_attention,
-                                   q, k, v, is_causal=shape["causal"])
+        for name, backend in [
+            ("sdpa_flash", torch.nn.attention.SDPBackend.FLASH_ATTENTION),
+            ("sdpa_cudnn", torch.nn.attention.SDPBackend.CUDNN_ATTENTION),
+        ]:
+            fn = functools.partial(
+                torch.nn.functional.scaled_dot_product_attention, q, k, v, is_causal=shape["causal"]
+            )
             ms = time_ms(fn, backend)
             base[name] = flops / ms / 1e9
             records.append({**shape, "impl": name, "ms": ms, "tflops": flops / ms / 1e9})
@@ -120,17 +145,39 @@ def main():
             err = (out.float() - ref).abs().max().item()
             ms = time_ms(functools.partial(launch, cfg, shape, q, k, v))
             tf = flops / ms / 1e9
-            records.append({**shape, "impl": "minimodel", "config": list(cfg), "ms": ms,
-                            "tflops": tf, "max_err": err})
+            records.append(
+                {
+                    **shape,
+                    "impl": "minimodel",
+                    "config": list(cfg),
+                    "ms": ms,
+                    "tflops": tf,
+                    "max_err": err,
+                }
+            )
             if best is None or tf > best[1]:
                 best = (cfg, tf, err)
-        print(f"d={shape['d']} causal={shape['causal']!s:5} N={shape['n']:5}: best {best[0]} "
-              f"{best[1]:.0f} TFLOP/s (err {best[2]:.1e}); FA2 {base['sdpa_flash']:.0f}, "
-              f"cuDNN {base['sdpa_cudnn']:.0f}", flush=True)
+        print(
+            f"d={shape['d']} causal={shape['causal']!s:5} N={shape['n']:5}: best {best[0]} "
+            f"{best[1]:.0f} TFLOP/s (err {best[2]:.1e}); FA2 {base['sdpa_flash']:.0f}, "
+            f"cuDNN {base['sdpa_cudnn']:.0f}",
+            flush=True,
+        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"environment": environment(), "failed": [
-        {"config": list(k[0]), "d": k[1], "causal": k[2], "error": v} for k, v in failed.items()],
-        "records": records}, indent=1) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "environment": environment(),
+                "failed": [
+                    {"config": list(k[0]), "d": k[1], "causal": k[2], "error": v}
+                    for k, v in failed.items()
+                ],
+                "records": records,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
 
 
 if __name__ == "__main__":

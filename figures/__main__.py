@@ -5,10 +5,28 @@ import importlib
 
 from figures.core import emit
 
-MODULES = ["bench", "block_table", "bytes", "decode", "flash", "flash_hopper", "host_path", "lab04",
-           "memory", "online_softmax", "overlay", "paged", "paged_checks",
-           "paged_decode", "paged_memory", "pingpong", "prefix_hash", "roofline", "split_kv",
-           "tiling"]
+MODULES = [
+    "bench",
+    "block_table",
+    "bytes",
+    "decode",
+    "flash",
+    "flash_hopper",
+    "host_path",
+    "lab04",
+    "memory",
+    "online_softmax",
+    "overlay",
+    "paged",
+    "paged_checks",
+    "paged_decode",
+    "paged_memory",
+    "pingpong",
+    "prefix_hash",
+    "roofline",
+    "split_kv",
+    "tiling",
+]
 
 if __name__ == "__main__":
     outputs: dict[str, str | bytes] = {}

@@ -41,6 +41,7 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
 
 # --- The H200's measured roofs and its exponential rate ------------------------------------------
 
+
 def h200_exp_rate() -> float:
     """The H200's exponentials per second (exp2), measured by bench.mufu (data/mufu-h200.json)."""
     return json.loads(MUFU.read_text())["mufu"]["exp2_per_s"]
@@ -49,12 +50,20 @@ def h200_exp_rate() -> float:
 def h200_measured() -> Ceilings:
     """The H200's measured roofs (data/ceilings-h200.json) with its exponential rate."""
     c = json.loads(CEILINGS.read_text())["ceilings"]
-    return Ceilings(c["name"], c["peak_flops"], c["bandwidth"], l2_bytes=c.get("l2_bytes"),
-                    smem_per_sm_bytes=c.get("smem_per_sm_bytes"), source=c.get("source", ""),
-                    exp_rate=h200_exp_rate(), measured=True)
+    return Ceilings(
+        c["name"],
+        c["peak_flops"],
+        c["bandwidth"],
+        l2_bytes=c.get("l2_bytes"),
+        smem_per_sm_bytes=c.get("smem_per_sm_bytes"),
+        source=c.get("source", ""),
+        exp_rate=h200_exp_rate(),
+        measured=True,
+    )
 
 
 # --- Roofline figures ----------------------------------------------------------------------------
+
 
 def merge_close_labels(points: Sequence[RooflinePoint]) -> list[RooflinePoint]:
     """Predicted points within 5% in intensity sit on top of each other on the roof: label them
@@ -62,8 +71,13 @@ def merge_close_labels(points: Sequence[RooflinePoint]) -> list[RooflinePoint]:
     out: list[RooflinePoint] = []
     for p in sorted(points, key=lambda p: p.intensity):
         last = out[-1] if out else None
-        if (last is not None and last.label and p.flops_per_s is None
-                and last.flops_per_s is None and p.intensity < 1.05 * last.intensity):
+        if (
+            last is not None
+            and last.label
+            and p.flops_per_s is None
+            and last.flops_per_s is None
+            and p.intensity < 1.05 * last.intensity
+        ):
             out[-1] = RooflinePoint(f"{last.label}; {p.label}", last.intensity)
             p = RooflinePoint("", p.intensity)
         out.append(p)
@@ -77,28 +91,41 @@ def check_labels(boxes: Sequence[LabelBox], figure: str) -> None:
     from minimodel.roofline_plot import _boxes_overlap
 
     boxes = [(text, Bbox.from_extents(*box)) for text, box in boxes]
-    clashes = [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1:]
-               if _boxes_overlap(box, other)]
+    clashes = [
+        (a, b)
+        for i, (a, box) in enumerate(boxes)
+        for b, other in boxes[i + 1 :]
+        if _boxes_overlap(box, other)
+    ]
     if clashes:
         sys.exit(f"{figure}: labels overlap: {clashes}")
 
 
-def roofline_svg(ceilings: Sequence[Ceilings], points: Sequence[RooflinePoint], *, title: str,
-                 head_dim: int | None = None) -> bytes:
+def roofline_svg(
+    ceilings: Sequence[Ceilings],
+    points: Sequence[RooflinePoint],
+    *,
+    title: str,
+    head_dim: int | None = None,
+) -> bytes:
     """A roofline figure as SVG bytes; exits with a message if two point labels overlap."""
     boxes: list[LabelBox] = []
 
     def draw(path: Path) -> None:
-        boxes.extend(plot_roofline(ceilings, merge_close_labels(points), path, title=title,
-                                   head_dim=head_dim))
+        boxes.extend(
+            plot_roofline(
+                ceilings, merge_close_labels(points), path, title=title, head_dim=head_dim
+            )
+        )
 
     svg = render_svg(draw)
     check_labels(boxes, f"roofline figure {title!r}")
     return svg
 
 
-def emit(outputs: dict[str, str | bytes], argv: list[str] | None = None, *,
-         root: Path = DOCS) -> None:
+def emit(
+    outputs: dict[str, str | bytes], argv: list[str] | None = None, *, root: Path = DOCS
+) -> None:
     """Write outputs (paths relative to root, docs/ unless told), or with --check compare them
     and exit 1 on drift."""
     parser = argparse.ArgumentParser()

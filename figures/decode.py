@@ -28,18 +28,26 @@ def layouts() -> list[dict]:
     """One decode step of one layer, batch 64 at a 4096-token context, fp16."""
     rows = []
     for name, hkv in (("MHA", 32), ("GQA, 8 kv heads", 8), ("MQA", 1)):
-        rows.append({
-            "name": name, "heads": f"32 / {hkv}", "layers": 32,
-            "cache_token": kv_cache_bytes(32, hkv, 128, 1),
-            "flops": attention_flops(BATCH, 32, 1, CONTEXT, 128),
-            "bytes": attention_min_bytes(BATCH, 32, hkv, 1, CONTEXT, 128),
-        })
-    rows.append({  # DeepSeek-V2's sizes: 128 heads, d_c = 512, d_R = 64, 60 layers
-        "name": "MLA (DeepSeek-V2 sizes)", "heads": "128 / latent", "layers": 60,
-        "cache_token": mla_cache_bytes(60, 512, 64, 1),
-        "flops": mla_decode_flops(BATCH, 128, CONTEXT, 512, 64),
-        "bytes": mla_decode_bytes(BATCH, 128, CONTEXT, 512, 64),
-    })
+        rows.append(
+            {
+                "name": name,
+                "heads": f"32 / {hkv}",
+                "layers": 32,
+                "cache_token": kv_cache_bytes(32, hkv, 128, 1),
+                "flops": attention_flops(BATCH, 32, 1, CONTEXT, 128),
+                "bytes": attention_min_bytes(BATCH, 32, hkv, 1, CONTEXT, 128),
+            }
+        )
+    rows.append(
+        {  # DeepSeek-V2's sizes: 128 heads, d_c = 512, d_R = 64, 60 layers
+            "name": "MLA (DeepSeek-V2 sizes)",
+            "heads": "128 / latent",
+            "layers": 60,
+            "cache_token": mla_cache_bytes(60, 512, 64, 1),
+            "flops": mla_decode_flops(BATCH, 128, CONTEXT, 512, 64),
+            "bytes": mla_decode_bytes(BATCH, 128, CONTEXT, 512, 64),
+        }
+    )
     return rows
 
 
@@ -48,13 +56,28 @@ def table(roof: Ceilings) -> str:
     for r in layouts():
         intensity = r["flops"] / r["bytes"]
         rate = roof.attainable(intensity)
-        out.append([r["name"], r["heads"], f"{r['cache_token'] / 1024:,.1f} ({r['layers']})",
-                    f"{r['cache_token'] * CONTEXT * BATCH / 2**30:,.1f}",
-                    f"{intensity:,.1f}", "memory" if intensity < roof.ridge else "compute",
-                    f"{rate / 1e12:,.0f}", f"{r['flops'] / rate * 1e6:,.1f}"])
-    header = ["layout", "heads (q / kv)", "cache KiB per token (layers)",
-              f"cache GiB at B={BATCH}, N={CONTEXT}", "decode I (FLOP/B)",
-              f"bound (ridge {roof.ridge:.0f})", "attainable TFLOP/s", "floor µs per layer"]
+        out.append(
+            [
+                r["name"],
+                r["heads"],
+                f"{r['cache_token'] / 1024:,.1f} ({r['layers']})",
+                f"{r['cache_token'] * CONTEXT * BATCH / 2**30:,.1f}",
+                f"{intensity:,.1f}",
+                "memory" if intensity < roof.ridge else "compute",
+                f"{rate / 1e12:,.0f}",
+                f"{r['flops'] / rate * 1e6:,.1f}",
+            ]
+        )
+    header = [
+        "layout",
+        "heads (q / kv)",
+        "cache KiB per token (layers)",
+        f"cache GiB at B={BATCH}, N={CONTEXT}",
+        "decode I (FLOP/B)",
+        f"bound (ridge {roof.ridge:.0f})",
+        "attainable TFLOP/s",
+        "floor µs per layer",
+    ]
     return markdown_table(header, out)
 
 
@@ -64,8 +87,10 @@ def outputs() -> dict[str, str | bytes]:
     return {
         "generated/decode-layouts.md": table(roof),
         "figures/roofline-decode.svg": roofline_svg(
-            [roof, HARDWARE["H200"]], points,
-            title=f"Decode attention, one layer, B={BATCH}, N={CONTEXT}, fp16"),
+            [roof, HARDWARE["H200"]],
+            points,
+            title=f"Decode attention, one layer, B={BATCH}, N={CONTEXT}, fp16",
+        ),
     }
 
 

@@ -31,28 +31,51 @@ def times(data: dict) -> str:
         ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
         for r in case["records"]:
             graph_us = None if r["gpu_ms"] is None else r["gpu_ms"] * 1e3
-            rows.append([
-                shape(case) if r is case["records"][0] else "", f"`{r['impl']}`",
-                cell(r["host_us"]), cell(graph_us), cell(r["eager_us"]),
-                "–" if r["host_us"] is None else f"{r['host_us'] - ref['host_us']:+,.1f}",
-                "–" if graph_us is None else f"{r['gpu_ms'] / ref['gpu_ms']:.2f}",
-                f"{r['eager_us'] / ref['eager_us']:.2f}",
-            ])
-    return markdown_table(["shape", "call", "host µs", "graph µs", "eager µs", "host − cuDNN µs",
-                           "graph ÷ cuDNN", "eager ÷ cuDNN"], rows)
+            rows.append(
+                [
+                    shape(case) if r is case["records"][0] else "",
+                    f"`{r['impl']}`",
+                    cell(r["host_us"]),
+                    cell(graph_us),
+                    cell(r["eager_us"]),
+                    "–" if r["host_us"] is None else f"{r['host_us'] - ref['host_us']:+,.1f}",
+                    "–" if graph_us is None else f"{r['gpu_ms'] / ref['gpu_ms']:.2f}",
+                    f"{r['eager_us'] / ref['eager_us']:.2f}",
+                ]
+            )
+    return markdown_table(
+        [
+            "shape",
+            "call",
+            "host µs",
+            "graph µs",
+            "eager µs",
+            "host − cuDNN µs",
+            "graph ÷ cuDNN",
+            "eager ÷ cuDNN",
+        ],
+        rows,
+    )
 
 
 def refusals(data: dict) -> str:
-    rows = [[shape(c), ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if ok),
-             ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if not ok) or "none"]
-            for c in data["cases"]]
+    rows = [
+        [
+            shape(c),
+            ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if ok),
+            ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if not ok) or "none",
+        ]
+        for c in data["cases"]
+    ]
     return markdown_table(["shape", "refused a bad call, same process", "did not"], rows)
 
 
 def outputs() -> dict[str, str | bytes]:
     data = json.loads(DATA.read_text())
-    return {"generated/host-path.md": times(data),
-            "generated/host-path-refusals.md": refusals(data)}
+    return {
+        "generated/host-path.md": times(data),
+        "generated/host-path-refusals.md": refusals(data),
+    }
 
 
 if __name__ == "__main__":

@@ -37,10 +37,24 @@ EXTRAPOLATE_N = 2048
 #   cache of the window, 8192-token context (Jiang et al., "Mistral 7B", 2023, arXiv:2310.06825,
 #   Table 1).
 PUBLISHED = [
-    {"name": "Llama 2 70B", "layers": 80, "heads": 64, "kv_heads": 8, "d": 128, "context": 4096,
-     "window": None},
-    {"name": "Mistral 7B", "layers": 32, "heads": 32, "kv_heads": 8, "d": 128, "context": 8192,
-     "window": 4096},
+    {
+        "name": "Llama 2 70B",
+        "layers": 80,
+        "heads": 64,
+        "kv_heads": 8,
+        "d": 128,
+        "context": 4096,
+        "window": None,
+    },
+    {
+        "name": "Mistral 7B",
+        "layers": 32,
+        "heads": 32,
+        "kv_heads": 8,
+        "d": 128,
+        "context": 8192,
+        "window": 4096,
+    },
 ]
 
 
@@ -54,22 +68,33 @@ def size(nbytes: float) -> str:
 
 # --- The KV cache on the verb sequence -----------------------------------------------------------
 
+
 def kv_table(data: dict) -> str:
     n, cfg = data["tokens"], data["config"]
     base = next(v for v in data["variants"] if v["n_kv_heads"] == cfg["n_heads"])
     rows = []
     for v in data["variants"]:
-        kind = ("MHA" if v["n_kv_heads"] == cfg["n_heads"] else
-                "MQA" if v["n_kv_heads"] == 1 else "GQA")
-        rows.append([f"`{v['name']}` ({kind}, g = {v['group']})",
-                     f"{v['filled'] // n:,} / {v['formula_per_token']:,}",
-                     f"{v['filled_after_prefill']:,} / {v['formula_after_prefill']:,}",
-                     f"{v['filled']:,} / {v['formula_filled']:,}",
-                     f"{v['allocated']:,} / {v['formula_allocated']:,}",
-                     f"{base['filled'] / v['filled']:g}×"])
-    header = ["variant", "per token", f"after the prefill ({data['prefill']} tokens)",
-              f"filled, whole sequence ({n} tokens)",
-              f"allocated ({cfg['max_seq_len']} slots)", "smaller than MHA by"]
+        kind = (
+            "MHA" if v["n_kv_heads"] == cfg["n_heads"] else "MQA" if v["n_kv_heads"] == 1 else "GQA"
+        )
+        rows.append(
+            [
+                f"`{v['name']}` ({kind}, g = {v['group']})",
+                f"{v['filled'] // n:,} / {v['formula_per_token']:,}",
+                f"{v['filled_after_prefill']:,} / {v['formula_after_prefill']:,}",
+                f"{v['filled']:,} / {v['formula_filled']:,}",
+                f"{v['allocated']:,} / {v['formula_allocated']:,}",
+                f"{base['filled'] / v['filled']:g}×",
+            ]
+        )
+    header = [
+        "variant",
+        "per token",
+        f"after the prefill ({data['prefill']} tokens)",
+        f"filled, whole sequence ({n} tokens)",
+        f"allocated ({cfg['max_seq_len']} slots)",
+        "smaller than MHA by",
+    ]
     return markdown_table(header, rows)
 
 
@@ -77,25 +102,51 @@ def extrapolated_table(data: dict) -> str:
     cfg, elem = data["config"], data["elem_bytes"]
     rows = []
     for v in data["variants"]:
-        formula = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"],
-                                 EXTRAPOLATE_N, elem_bytes=elem)
-        mha = kv_cache_bytes(cfg["n_layers"], cfg["n_heads"], cfg["head_dim"], EXTRAPOLATE_N,
-                             elem_bytes=elem)
-        rows.append([f"the lab's MiniGPT, {data['dtype']}", f"`{v['name']}`",
-                     size(formula // EXTRAPOLATE_N), f"{EXTRAPOLATE_N:,}", size(formula),
-                     f"{mha / formula:g}×"])
+        formula = kv_cache_bytes(
+            cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"], EXTRAPOLATE_N, elem_bytes=elem
+        )
+        mha = kv_cache_bytes(
+            cfg["n_layers"], cfg["n_heads"], cfg["head_dim"], EXTRAPOLATE_N, elem_bytes=elem
+        )
+        rows.append(
+            [
+                f"the lab's MiniGPT, {data['dtype']}",
+                f"`{v['name']}`",
+                size(formula // EXTRAPOLATE_N),
+                f"{EXTRAPOLATE_N:,}",
+                size(formula),
+                f"{mha / formula:g}×",
+            ]
+        )
     for m in PUBLISHED:
         tokens = m["context"] if m["window"] is None else min(m["context"], m["window"])
         mha = kv_cache_bytes(m["layers"], m["heads"], m["d"], tokens)
         for kv in sorted({m["heads"], m["kv_heads"], 1}, reverse=True):
             per_seq = kv_cache_bytes(m["layers"], kv, m["d"], tokens)
             label = f"`kv{kv}`" + (" (published)" if kv == m["kv_heads"] else "")
-            cached = (f"{tokens:,}" if m["window"] is None
-                      else f"{tokens:,} (window of a {m['context']:,} context)")
-            rows.append([f"{m['name']}, fp16", label, size(per_seq // tokens), cached,
-                         size(per_seq), f"{mha / per_seq:g}×"])
-    header = ["model", "variant", "per token", "tokens cached per sequence", "per sequence",
-              "smaller than MHA by"]
+            cached = (
+                f"{tokens:,}"
+                if m["window"] is None
+                else f"{tokens:,} (window of a {m['context']:,} context)"
+            )
+            rows.append(
+                [
+                    f"{m['name']}, fp16",
+                    label,
+                    size(per_seq // tokens),
+                    cached,
+                    size(per_seq),
+                    f"{mha / per_seq:g}×",
+                ]
+            )
+    header = [
+        "model",
+        "variant",
+        "per token",
+        "tokens cached per sequence",
+        "per sequence",
+        "smaller than MHA by",
+    ]
     return markdown_table(header, rows)
 
 
@@ -114,8 +165,10 @@ def groups(data: dict) -> dict:
 
 def columns(data: dict) -> list[tuple[str, int, str]]:
     steps = data["recipe"]["steps"]
-    up = [("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)")
-          for u in data["recipe"]["uptrain_steps"]]
+    up = [
+        ("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)")
+        for u in data["recipe"]["uptrain_steps"]
+    ]
     return [("scratch", 0, f"from scratch ({steps} steps)"), COLUMNS[1], *up]
 
 
@@ -169,10 +222,22 @@ def differences(data: dict) -> str:
         base = scratch if kind in ("scratch", "converted") else g[("kv8", kind, u)]
         for v in variants(data)[1:]:
             runs = g[(v, kind, u)]
-            rows.append([label, f"`{v}` − `kv8`", *compare(runs, base, "heldout_loss"),
-                         *compare(runs, base, "train_loss")])
-    header = ["runs", "compared", "held-out: difference (nats)", "held-out: ranges",
-              "training verbs: difference", "training verbs: ranges"]
+            rows.append(
+                [
+                    label,
+                    f"`{v}` − `kv8`",
+                    *compare(runs, base, "heldout_loss"),
+                    *compare(runs, base, "train_loss"),
+                ]
+            )
+    header = [
+        "runs",
+        "compared",
+        "held-out: difference (nats)",
+        "held-out: ranges",
+        "training verbs: difference",
+        "training verbs: ranges",
+    ]
     return markdown_table(header, rows)
 
 
@@ -184,12 +249,19 @@ def stems_table(data: dict) -> str:
         row = [f"`{v}`"]
         for kind, u in (("scratch", 0), ("uptrained", max(data["recipe"]["uptrain_steps"]))):
             runs = g[(v, kind, u)].values()
-            row += [cell([r["heldout_stem_loss"] for r in runs]),
-                    cell([r["heldout_rest_loss"] for r in runs])]
+            row += [
+                cell([r["heldout_stem_loss"] for r in runs]),
+                cell([r["heldout_rest_loss"] for r in runs]),
+            ]
         rows.append(row)
     u = max(data["recipe"]["uptrain_steps"])
-    header = ["variant", "from scratch: stem characters", "from scratch: the others",
-              f"uptrained {u} steps: stem characters", f"uptrained {u} steps: the others"]
+    header = [
+        "variant",
+        "from scratch: stem characters",
+        "from scratch: the others",
+        f"uptrained {u} steps: stem characters",
+        f"uptrained {u} steps: the others",
+    ]
     return markdown_table(header, rows)
 
 
@@ -197,8 +269,11 @@ def quality_figure(data: dict, kv: dict) -> bytes:
     plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
     g, bytes_per_token = groups(data), per_token(kv)
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    styles = {"scratch": ("o", "tab:blue"), "converted": ("x", "tab:red"),
-              "uptrained": ("s", "tab:green")}
+    styles = {
+        "scratch": ("o", "tab:blue"),
+        "converted": ("x", "tab:red"),
+        "uptrained": ("s", "tab:green"),
+    }
     shades = {0: 1.0}
     ups = data["recipe"]["uptrain_steps"]
     for i, u in enumerate(ups):
@@ -215,12 +290,22 @@ def quality_figure(data: dict, kv: dict) -> bytes:
             lo.append(mean - a)
             hi.append(b - mean)
         marker, colour = styles[kind]
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker + "-", color=colour, alpha=shades[u],
-                    capsize=3, label=label, linewidth=1)
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[lo, hi],
+            fmt=marker + "-",
+            color=colour,
+            alpha=shades[u],
+            capsize=3,
+            label=label,
+            linewidth=1,
+        )
     ax.set_xscale("log", base=2)
     ticks = sorted(bytes_per_token.values())
-    ax.set_xticks(ticks, [f"{t:,}\n{name}" for t in ticks
-                          for name, b in bytes_per_token.items() if b == t])
+    ax.set_xticks(
+        ticks, [f"{t:,}\n{name}" for t in ticks for name, b in bytes_per_token.items() if b == t]
+    )
     ax.set_xlabel("KV cache bytes per token (measured, float32)")
     ax.set_ylabel("held-out loss, nats per character\n(mean; bars: min to max over seeds)")
     ax.set_title("Fewer kv heads, smaller cache: held-out loss on unseen verbs")
@@ -259,9 +344,17 @@ def decode_rows() -> dict:
     paged, lab = json.loads(PAGED.read_text()), json.loads(DECODE.read_text())
     table: dict = {}
     for r in paged["decode"]:
-        if (r["impl"] in PAGED_IMPLS and r["b"] == 64 and r["ctx"] == 4096 and r["hq"] == 32
-                and r["d"] == 128 and r["dtype"] == "float16" and r["window"] is None
-                and r["group"] in ("b64", "heads") and r["hkv"] in KV_HEADS):
+        if (
+            r["impl"] in PAGED_IMPLS
+            and r["b"] == 64
+            and r["ctx"] == 4096
+            and r["hq"] == 32
+            and r["d"] == 128
+            and r["dtype"] == "float16"
+            and r["window"] is None
+            and r["group"] in ("b64", "heads")
+            and r["hkv"] in KV_HEADS
+        ):
             table.setdefault(r["impl"], {})[r["hkv"]] = r
     for r in lab["decode"]:
         table.setdefault(r["impl"], {})[r["hkv"]] = r
@@ -272,18 +365,37 @@ def decode_table() -> str:
     table = decode_rows()
     names = {**PAGED_IMPLS, **LAB04_IMPLS}
     bytes_ = {h: kv_cache_bytes(1, h, 128, 4096, batch=64) for h in KV_HEADS}
-    rows = [["K/V bytes of the cache (the step's compulsory reads)", "",
-             *[size(bytes_[h]) for h in KV_HEADS], f"{bytes_[32] / bytes_[8]:g}×",
-             f"{bytes_[32] / bytes_[1]:g}×"]]
+    rows = [
+        [
+            "K/V bytes of the cache (the step's compulsory reads)",
+            "",
+            *[size(bytes_[h]) for h in KV_HEADS],
+            f"{bytes_[32] / bytes_[8]:g}×",
+            f"{bytes_[32] / bytes_[1]:g}×",
+        ]
+    ]
     for impl in [*PAGED_IMPLS, *LAB04_IMPLS]:
         recs = table.get(impl, {})
         ms = {h: recs[h]["graph_ms"] for h in KV_HEADS}
         source = "paged" if impl in PAGED_IMPLS else "lab 04"
-        rows.append([names[impl], source,
-                     *[f"{ms[h]:.3f} ms · {recs[h]['graph_gb_per_s']:,.0f} GB/s" for h in KV_HEADS],
-                     f"{ms[32] / ms[8]:.2f}×", f"{ms[32] / ms[1]:.1f}×"])
-    header = ["one decode step of attention", "data", "kv32 (MHA)", "kv8 (GQA)", "kv1 (MQA)",
-              "kv32 / kv8", "kv32 / kv1"]
+        rows.append(
+            [
+                names[impl],
+                source,
+                *[f"{ms[h]:.3f} ms · {recs[h]['graph_gb_per_s']:,.0f} GB/s" for h in KV_HEADS],
+                f"{ms[32] / ms[8]:.2f}×",
+                f"{ms[32] / ms[1]:.1f}×",
+            ]
+        )
+    header = [
+        "one decode step of attention",
+        "data",
+        "kv32 (MHA)",
+        "kv8 (GQA)",
+        "kv1 (MQA)",
+        "kv32 / kv8",
+        "kv32 / kv1",
+    ]
     return markdown_table(header, rows)
 
 

@@ -31,18 +31,32 @@ def levels() -> list[tuple[str, float, str, str]]:
     sms = H200.sm_count
     copy = json.loads(CEILINGS.read_text())["ceilings"]["bandwidth"]
     return [
-        ("registers", sms * REGISTERS_PER_SM_BYTES,
-         f"{REGISTERS_PER_SM_BYTES // KIB} KiB per SM × {sms}",
-         "one thread's own; every block a kernel computes on (acc, m_i, l_i)"),
-        ("shared memory", sms * H200.smem_per_sm_bytes,
-         f"up to {H200.smem_per_sm_bytes // KIB} KiB per SM × {sms} (its L1 the rest of 256 KiB)",
-         "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles"),
-        ("L2 cache", H200.l2_bytes, f"{H200.l2_bytes // MIB} MiB for the chip",
-         "every SM; every load and store of device memory passes through it"),
-        ("HBM (device memory)", HBM_BYTES,
-         f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
-         f"{copy / 1e12:.2f} TB/s measured copy",
-         "every program; each tl.load / tl.store / TMA copy"),
+        (
+            "registers",
+            sms * REGISTERS_PER_SM_BYTES,
+            f"{REGISTERS_PER_SM_BYTES // KIB} KiB per SM × {sms}",
+            "one thread's own; every block a kernel computes on (acc, m_i, l_i)",
+        ),
+        (
+            "shared memory",
+            sms * H200.smem_per_sm_bytes,
+            f"up to {H200.smem_per_sm_bytes // KIB} KiB per SM × {sms}"
+            " (its L1 the rest of 256 KiB)",
+            "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles",
+        ),
+        (
+            "L2 cache",
+            H200.l2_bytes,
+            f"{H200.l2_bytes // MIB} MiB for the chip",
+            "every SM; every load and store of device memory passes through it",
+        ),
+        (
+            "HBM (device memory)",
+            HBM_BYTES,
+            f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
+            f"{copy / 1e12:.2f} TB/s measured copy",
+            "every program; each tl.load / tl.store / TMA copy",
+        ),
     ]
 
 
@@ -60,8 +74,9 @@ def draw(path: Path) -> None:
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_yticks([])
     ax.set_xlabel("bytes on the whole H200 (log scale); faster and smaller toward the top")
-    ax.set_title("The H200's memory hierarchy: what each level holds, and who shares it",
-                 fontsize=10)
+    ax.set_title(
+        "The H200's memory hierarchy: what each level holds, and who shares it", fontsize=10
+    )
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()

@@ -23,8 +23,10 @@ OVERLAY_IMPLS = ("naive", "flash", "decode", "paged")  # SDPA's FA2 is on Lab 01
 
 # --- the model and the measured point of a case ---------------------------------------------------
 
+
 def flops(case: Case) -> int:
     from minimodel.roofline import attention_flops
+
     return attention_flops(case.b, case.hq, case.nq, case.nk, case.d, causal=case.causal)
 
 
@@ -36,14 +38,21 @@ def model_kernels(case: Case, params: dict) -> dict[str, dict[str, int]]:
     if case.impl == "naive":
         return r.naive_attention_bytes_per_kernel(*shape, causal=case.causal)
     if case.impl in ("flash", "sdpa_flash"):
-        return {"flash": r.flash_forward_bytes(*shape, block_m=params["block_m"],
-                                               block_n=params["block_n"], causal=case.causal)}
+        return {
+            "flash": r.flash_forward_bytes(
+                *shape, block_m=params["block_m"], block_n=params["block_n"], causal=case.causal
+            )
+        }
     ctx = (case.b, case.hq, case.hkv, case.nk, case.d)
     if case.impl == "decode":
         return r.decode_bytes(*ctx, num_splits=params["num_splits"])
     if case.impl == "paged":
-        return r.paged_decode_bytes(*ctx, block_size=params["block_size"],
-                                    block_n=params["block_n"], num_splits=params["num_splits"])
+        return r.paged_decode_bytes(
+            *ctx,
+            block_size=params["block_size"],
+            block_n=params["block_n"],
+            num_splits=params["num_splits"],
+        )
     raise ValueError(f"no model for {case.impl!r}")
 
 
@@ -85,12 +94,20 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
             continue
         f = flops(case)
         i_model = f / model_bytes(case, entry["params"])
-        out.append({
-            "case": case, "label": f"{LABEL[case.impl]} {case.heads}", "flops": f,
-            "i_model": i_model, "rate_model": roof.attainable(i_model, head_dim=case.d),
-            "i_meas": f / measured_bytes(entry), "rate_meas": f / entry["device_s"],
-            "call_rate": f / entry["call_s"], "device_s": entry["device_s"],
-            "call_s": entry["call_s"]})
+        out.append(
+            {
+                "case": case,
+                "label": f"{LABEL[case.impl]} {case.heads}",
+                "flops": f,
+                "i_model": i_model,
+                "rate_model": roof.attainable(i_model, head_dim=case.d),
+                "i_meas": f / measured_bytes(entry),
+                "rate_meas": f / entry["device_s"],
+                "call_rate": f / entry["call_s"],
+                "device_s": entry["device_s"],
+                "call_s": entry["call_s"],
+            }
+        )
     return out, missing
 
 
@@ -103,8 +120,12 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str, bool]]
         x, y, p, model = mark
         for g in groups:
             gx, gy, gp, gmodel = g[0]
-            if (gmodel == model and gp["case"].phase == p["case"].phase
-                    and abs(x / gx - 1) < 0.03 and abs(y / gy - 1) < 0.03):
+            if (
+                gmodel == model
+                and gp["case"].phase == p["case"].phase
+                and abs(x / gx - 1) < 0.03
+                and abs(y / gy - 1) < 0.03
+            ):
                 g.append(mark)
                 break
         else:
@@ -154,37 +175,87 @@ def figure(pts: list[dict], anchor: int) -> bytes:
             c = COLOR[p["case"].impl]
             m = MARKER[p["case"].phase]
             size = 4 if p["case"].impl == "paged" else 6  # paged over contiguous: both visible
-            ax.plot([p["i_model"], p["i_meas"]], [p["rate_model"] / 1e12, p["rate_meas"] / 1e12],
-                    "-", color=c, lw=0.8, alpha=0.6)
-            ax.plot(p["i_model"], p["rate_model"] / 1e12, m, markerfacecolor="white",
-                    markeredgecolor=c, markersize=size)
+            ax.plot(
+                [p["i_model"], p["i_meas"]],
+                [p["rate_model"] / 1e12, p["rate_meas"] / 1e12],
+                "-",
+                color=c,
+                lw=0.8,
+                alpha=0.6,
+            )
+            ax.plot(
+                p["i_model"],
+                p["rate_model"] / 1e12,
+                m,
+                markerfacecolor="white",
+                markeredgecolor=c,
+                markersize=size,
+            )
             ax.plot(p["i_meas"], p["rate_meas"] / 1e12, m, color=c, markersize=size)
-            marks += [(p["i_model"], p["rate_model"] / 1e12, p, True),
-                      (p["i_meas"], p["rate_meas"] / 1e12, p, False)]
+            marks += [
+                (p["i_model"], p["rate_model"] / 1e12, p, True),
+                (p["i_meas"], p["rate_meas"] / 1e12, p, False),
+            ]
         merged = [m for m in merge_coincident(marks) if not m[3]]  # measured ends labelled
         anchors = [(x, y) for x, y, _, _ in merged]
         rates = [y for _, y, _, _ in marks]
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi),
-               ylim=(min(rates) / 4, roof.peak_flops / 1e12 * 2.5),
-               xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s",
-               title=f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64"
-               + (" (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""))
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(min(rates) / 4, roof.peak_flops / 1e12 * 2.5),
+            xlabel="arithmetic intensity (FLOP/byte)",
+            ylabel="TFLOP/s",
+            title=f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64"
+            + (" (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""),
+        )
         ax.grid(True, which="both", alpha=0.3)
         handles = [
-            Line2D([], [], color=color, label=f"{roof.name}: {roof.peak_flops / 1e12:.0f} "
-                   f"TFLOP/s, {roof.bandwidth / 1e12:.2f} TB/s"),
-            Line2D([], [], color=color, ls="--", label=f"exp2 not overlapped, d = {d}: "
-                   f"{exp / 1e12:.0f} TFLOP/s"),
+            Line2D(
+                [],
+                [],
+                color=color,
+                label=f"{roof.name}: {roof.peak_flops / 1e12:.0f} "
+                f"TFLOP/s, {roof.bandwidth / 1e12:.2f} TB/s",
+            ),
+            Line2D(
+                [],
+                [],
+                color=color,
+                ls="--",
+                label=f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s",
+            ),
             Line2D([], [], ls="", marker="o", color="0.3", label="prefill"),
             Line2D([], [], ls="", marker="s", color="0.3", label="decode (B = 64)"),
-            Line2D([], [], ls="", marker="o", markerfacecolor="white", markeredgecolor="0.3",
-                   label="model: roofline.py bytes, attainable rate"),
-            Line2D([], [], ls="", marker="o", color="0.3",
-                   label="measured: ncu DRAM bytes, CUDA-graph time"),
-        ] + [Line2D([], [], color=COLOR[k], label=LABEL[k] + (" (ours)" if k != "naive" else ""))
-             for k in OVERLAY_IMPLS]
-        ax.legend(handles=handles, fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.1),
-                  ncol=3, frameon=False)
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                markerfacecolor="white",
+                markeredgecolor="0.3",
+                label="model: roofline.py bytes, attainable rate",
+            ),
+            Line2D(
+                [],
+                [],
+                ls="",
+                marker="o",
+                color="0.3",
+                label="measured: ncu DRAM bytes, CUDA-graph time",
+            ),
+        ] + [
+            Line2D([], [], color=COLOR[k], label=LABEL[k] + (" (ours)" if k != "naive" else ""))
+            for k in OVERLAY_IMPLS
+        ]
+        ax.legend(
+            handles=handles,
+            fontsize=7.5,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.1),
+            ncol=3,
+            frameon=False,
+        )
         fig.tight_layout()
         boxes.extend(_place_labels(ax, anchors, [label for _, _, label, _ in merged]))
         fig.savefig(path, metadata={"Date": None})
@@ -197,19 +268,40 @@ def figure(pts: list[dict], anchor: int) -> bytes:
 
 # --- the table under each figure ------------------------------------------
 
+
 def table(pts: list[dict]) -> str:
     from figures.core import h200_measured, markdown_table
 
     roof = h200_measured()
     # I in FLOP/byte, rates in TFLOP/s; "of roof": the measured rate over the roof above the
     # measured point; times per call, on the device (graph replay) and from Python
-    header = ["kernel", "heads", "phase", "I model", "roof", "I meas.", "TFLOP/s meas.",
-              "of roof", "device µs", "call µs"]
-    body = [[LABEL[p["case"].impl], p["case"].heads, p["case"].phase, f"{p['i_model']:,.1f}",
-             f"{p['rate_model'] / 1e12:,.1f}", f"{p['i_meas']:,.1f}",
-             f"{p['rate_meas'] / 1e12:,.2f}",
-             f"{p['rate_meas'] / roof.attainable(p['i_meas'], head_dim=p['case'].d):.0%}",
-             f"{p['device_s'] * 1e6:,.1f}", f"{p['call_s'] * 1e6:,.1f}"] for p in pts]
+    header = [
+        "kernel",
+        "heads",
+        "phase",
+        "I model",
+        "roof",
+        "I meas.",
+        "TFLOP/s meas.",
+        "of roof",
+        "device µs",
+        "call µs",
+    ]
+    body = [
+        [
+            LABEL[p["case"].impl],
+            p["case"].heads,
+            p["case"].phase,
+            f"{p['i_model']:,.1f}",
+            f"{p['rate_model'] / 1e12:,.1f}",
+            f"{p['i_meas']:,.1f}",
+            f"{p['rate_meas'] / 1e12:,.2f}",
+            f"{p['rate_meas'] / roof.attainable(p['i_meas'], head_dim=p['case'].d):.0%}",
+            f"{p['device_s'] * 1e6:,.1f}",
+            f"{p['call_s'] * 1e6:,.1f}",
+        ]
+        for p in pts
+    ]
     return markdown_table(header, body)
 
 
@@ -223,8 +315,10 @@ def outputs() -> dict[str, str | bytes]:
             out[f"figures/roofline-overlay-n{anchor}.svg"] = figure(pts, anchor)
             out[f"generated/overlay-n{anchor}.md"] = table(pts)
     if missing:
-        sys.exit(f"points missing from {DATA.relative_to(ROOT)} (measure them on a GPU with "
-                 f"`python -m bench.overlay`; none is drawn in their place): {', '.join(missing)}")
+        sys.exit(
+            f"points missing from {DATA.relative_to(ROOT)} (measure them on a GPU with "
+            f"`python -m bench.overlay`; none is drawn in their place): {', '.join(missing)}"
+        )
     return out
 
 

@@ -1,7 +1,7 @@
 """Tables of Theory 03 (sliding windows, paged KV caches), computed by minimodel.roofline.
 
-    python -m figures.paged            # write docs/generated/window-work.md, paged-*.md
-    python -m figures.paged --check    # fail if they are stale
+python -m figures.paged            # write docs/generated/window-work.md, paged-*.md
+python -m figures.paged --check    # fail if they are stale
 """
 
 import math
@@ -24,11 +24,26 @@ def window_table() -> str:
         f_win = attention_flops(1, H, n, n, D, causal=True, window=W)
         b_causal = flash_attention_bytes(1, H, H, n, n, D, causal=True, **tiles)
         b_win = flash_attention_bytes(1, H, H, n, n, D, causal=True, window=W, **tiles)
-        rows.append([f"{n:,}", f"{f_causal / 1e9:,.0f}", f"{f_win / 1e9:,.0f}",
-                     f"{f_win / f_causal:.2f}", f"{b_causal / 2**20:,.0f}", f"{b_win / 2**20:,.0f}",
-                     f"{b_win / b_causal:.2f}"])
-    header = ["N", "causal GFLOP", f"window W={W:,} GFLOP", "FLOP ratio",
-              "causal MiB (no reuse)", "window MiB (no reuse)", "byte ratio"]
+        rows.append(
+            [
+                f"{n:,}",
+                f"{f_causal / 1e9:,.0f}",
+                f"{f_win / 1e9:,.0f}",
+                f"{f_win / f_causal:.2f}",
+                f"{b_causal / 2**20:,.0f}",
+                f"{b_win / 2**20:,.0f}",
+                f"{b_win / b_causal:.2f}",
+            ]
+        )
+    header = [
+        "N",
+        "causal GFLOP",
+        f"window W={W:,} GFLOP",
+        "FLOP ratio",
+        "causal MiB (no reuse)",
+        "window MiB (no reuse)",
+        "byte ratio",
+    ]
     return markdown_table(header, rows)
 
 
@@ -41,16 +56,30 @@ def reservation_table() -> str:
     for name, slots in layouts:
         nbytes = kv_cache_bytes(LAYERS, KV_HEADS, D, slots)
         per_seq = nbytes / len(LENGTHS)
-        rows.append([name, f"{slots:,}", f"{nbytes / GIB:.2f}", f"{used / slots:.1%}",
-                     f"{int(40 * GIB // per_seq):,}"])
-    header = ["layout", "token slots reserved", "GiB", "slots in use",
-              "sequences of this mix in 40 GiB"]
+        rows.append(
+            [
+                name,
+                f"{slots:,}",
+                f"{nbytes / GIB:.2f}",
+                f"{used / slots:.1%}",
+                f"{int(40 * GIB // per_seq):,}",
+            ]
+        )
+    header = [
+        "layout",
+        "token slots reserved",
+        "GiB",
+        "slots in use",
+        "sequences of this mix in 40 GiB",
+    ]
     return markdown_table(header, rows)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"generated/window-work.md": window_table(),
-            "generated/paged-reservation.md": reservation_table()}
+    return {
+        "generated/window-work.md": window_table(),
+        "generated/paged-reservation.md": reservation_table(),
+    }
 
 
 if __name__ == "__main__":

@@ -16,8 +16,10 @@ DATA = ROOT / "data" / "paged-checks-h200.json"
 def shape(kind: str, case: dict) -> str:
     if kind == "decode":
         return f"decode, B = {case['B']}, {case['context']:,} keys, blocks of {case['block_size']}"
-    return (f"prefill, B = {case['B']}, {case['new_tokens']:,} new of {case['context']:,}, "
-            f"blocks of {case['block_size']}")
+    return (
+        f"prefill, B = {case['B']}, {case['new_tokens']:,} new of {case['context']:,}, "
+        f"blocks of {case['block_size']}"
+    )
 
 
 def table(data: dict) -> str:
@@ -26,11 +28,27 @@ def table(data: dict) -> str:
         for case in data[kind]:
             t = {r["path"]: r for r in case["rows"]}
             us = lambda v: "–" if v is None else f"{v * 1e3:,.1f}"  # noqa: E731
-            rows.append([shape(kind, case), us(t["checked"]["eager_ms"]), us(t["fast"]["eager_ms"]),
-                         us(t["fast"]["graph_ms"]), us(t["fast+flags"]["graph_ms"]),
-                         us(t["checked"]["eager_ms"] - t["fast"]["eager_ms"])])
-    return markdown_table(["shape", "checked, eager µs", "fast, eager µs", "fast, graph µs",
-                           "fast + flags, graph µs", "the checks, µs"], rows)
+            rows.append(
+                [
+                    shape(kind, case),
+                    us(t["checked"]["eager_ms"]),
+                    us(t["fast"]["eager_ms"]),
+                    us(t["fast"]["graph_ms"]),
+                    us(t["fast+flags"]["graph_ms"]),
+                    us(t["checked"]["eager_ms"] - t["fast"]["eager_ms"]),
+                ]
+            )
+    return markdown_table(
+        [
+            "shape",
+            "checked, eager µs",
+            "fast, eager µs",
+            "fast, graph µs",
+            "fast + flags, graph µs",
+            "the checks, µs",
+        ],
+        rows,
+    )
 
 
 def outputs() -> dict[str, str | bytes]:

@@ -15,9 +15,14 @@ from figures.core import ROOT, emit, markdown_table, render_svg
 DATA = ROOT / "data" / "bench-paged-decode-h200.json"
 SWEEP = ROOT / "data" / "paged-tile-sweep-h200.json"
 DECODE = ["paged_bs16", "paged_bs64", "contiguous", "sdpa_cudnn", "sdpa_flash", "flash_attention"]
-LABEL = {"paged_bs16": "ours, paged (b=16)", "paged_bs64": "ours, paged (b=64)",
-         "contiguous": "ours, contiguous", "sdpa_cudnn": "SDPA cuDNN",
-         "sdpa_flash": "SDPA FA2", "flash_attention": "Lab 02 flash_attention"}
+LABEL = {
+    "paged_bs16": "ours, paged (b=16)",
+    "paged_bs64": "ours, paged (b=64)",
+    "contiguous": "ours, contiguous",
+    "sdpa_cudnn": "SDPA cuDNN",
+    "sdpa_flash": "SDPA FA2",
+    "flash_attention": "Lab 02 flash_attention",
+}
 
 
 def load() -> dict:
@@ -32,8 +37,10 @@ def copy_rate(data: dict) -> float:
 
 def index(records: list[dict]) -> dict:
     """(group, b, ctx, hkv, d, window, dtype, impl) -> record."""
-    return {(r["group"], r["b"], r["ctx"], r["hkv"], r["d"], r["window"], r["dtype"],
-             r["impl"]): r for r in records}
+    return {
+        (r["group"], r["b"], r["ctx"], r["hkv"], r["d"], r["window"], r["dtype"], r["impl"]): r
+        for r in records
+    }
 
 
 def key(group, b, ctx, impl, hkv=8, d=128, window=None, dtype="float16"):
@@ -73,9 +80,11 @@ def decode_table(data: dict, mode: str) -> str:
         recs = {i: idx.get((*c, i)) for i in DECODE}
         any_rec = recs["paged_bs16"]
         ours = rate(recs["paged_bs16"], mode)
-        rows.append([case_name(any_rec), f"{any_rec['kv_bytes'] / 1e6:,.0f}"]
-                    + [fmt(rate(recs[i], mode)) for i in DECODE]
-                    + [f"{ours / copy:.0%}"])
+        rows.append(
+            [case_name(any_rec), f"{any_rec['kv_bytes'] / 1e6:,.0f}"]
+            + [fmt(rate(recs[i], mode)) for i in DECODE]
+            + [f"{ours / copy:.0%}"]
+        )
     header = ["shape (Hq=32 unless said, d=128, fp16)", "K/V MB"] + [LABEL[i] for i in DECODE]
     header += ["ours b=16 ÷ copy"]
     return markdown_table(header, rows)
@@ -89,8 +98,12 @@ def acceptance(data: dict) -> tuple[str, dict]:
     bars = [
         ("B=64, ctx 4,096: ≥ 80% of copy", key("b64", 64, 4096, "paged_bs16"), None, 0.80),
         ("B=1, ctx 131,072: ≥ 70% of copy", key("b1", 1, 131072, "paged_bs16"), None, 0.70),
-        ("B=1, ctx 32,768: faster than SDPA FA2", key("b1", 1, 32768, "paged_bs16"),
-         key("b1", 1, 32768, "sdpa_flash"), None),
+        (
+            "B=1, ctx 32,768: faster than SDPA FA2",
+            key("b1", 1, 32768, "paged_bs16"),
+            key("b1", 1, 32768, "sdpa_flash"),
+            None,
+        ),
     ]
     for name, ours_key, theirs_key, share in bars:
         cells = [name]
@@ -113,23 +126,39 @@ def acceptance(data: dict) -> tuple[str, dict]:
 def splits_table(data: dict) -> str:
     rows = []
     for r in data["splits"]:
-        rows.append([f"B={r['b']}, ctx {r['ctx']:,}", r["splits"] * r["b"] * r["hkv"],
-                     r["splits"], "chosen" if r["chosen"] else "",
-                     fmt(r.get("graph_gb_per_s")), fmt(r.get("gb_per_s"))])
+        rows.append(
+            [
+                f"B={r['b']}, ctx {r['ctx']:,}",
+                r["splits"] * r["b"] * r["hkv"],
+                r["splits"],
+                "chosen" if r["chosen"] else "",
+                fmt(r.get("graph_gb_per_s")),
+                fmt(r.get("gb_per_s")),
+            ]
+        )
     header = ["shape (GQA 32/8, b=16)", "programs", "splits", "", "GB/s, graph", "GB/s, eager"]
     return markdown_table(header, rows)
 
 
-WINDOW_CASES = (("ctx 32,768, no window", key("window", 16, 32768, "paged_bs64")),
-                ("ctx 32,768, W = 4,096", key("window", 16, 32768, "paged_bs64", window=4096)),
-                ("ctx 4,096, no window", key("window", 16, 4096, "paged_bs64")))
+WINDOW_CASES = (
+    ("ctx 32,768, no window", key("window", 16, 32768, "paged_bs64")),
+    ("ctx 32,768, W = 4,096", key("window", 16, 32768, "paged_bs64", window=4096)),
+    ("ctx 4,096, no window", key("window", 16, 4096, "paged_bs64")),
+)
 
 
 def window_table(data: dict) -> str:
     """W=4096 at 32k against the full 32k and against a 4k context, B=16: time follows W."""
     idx = index(data["decode"])
-    rows = [[label, f"{idx[k]['kv_bytes'] / 1e6:,.0f}", f"{idx[k]['graph_ms'] * 1e3:,.0f}",
-             fmt(rate(idx[k]))] for label, k in WINDOW_CASES]
+    rows = [
+        [
+            label,
+            f"{idx[k]['kv_bytes'] / 1e6:,.0f}",
+            f"{idx[k]['graph_ms'] * 1e3:,.0f}",
+            fmt(rate(idx[k])),
+        ]
+        for label, k in WINDOW_CASES
+    ]
     header = ["B=16, GQA 32/8, blocks of 64", "K/V MB read", "µs (graph)", "GB/s"]
     return markdown_table(header, rows)
 
@@ -142,15 +171,28 @@ def prefill_table(data: dict) -> str:
         if c not in cases:
             cases.append(c)
     for b, ctx, nq, w in cases:
-        recs = {r["impl"]: r for r in data["prefill"]
-                if (r["b"], r["ctx"], r["nq"], r["window"]) == (b, ctx, nq, w)}
+        recs = {
+            r["impl"]: r
+            for r in data["prefill"]
+            if (r["b"], r["ctx"], r["nq"], r["window"]) == (b, ctx, nq, w)
+        }
         lab02 = recs["flash_attention"]["graph_tflops"]
         name = f"B={b}, {nq:,} new tokens on a {ctx:,}-key context" + (f", W={w:,}" if w else "")
-        rows.append([name] + [fmt(recs[i].get("graph_tflops"))
-                              for i in ("paged_bs16", "paged_bs64", "flash_attention")]
-                    + [f"{recs['paged_bs64']['graph_tflops'] / lab02:.2f}"])
-    header = ["prefill (Hq=32, Hkv=8, d=128, fp16, causal)", "ours, paged b=16",
-              "ours, paged b=64", "Lab 02 (contiguous, TMA)", "b=64 ÷ Lab 02"]
+        rows.append(
+            [name]
+            + [
+                fmt(recs[i].get("graph_tflops"))
+                for i in ("paged_bs16", "paged_bs64", "flash_attention")
+            ]
+            + [f"{recs['paged_bs64']['graph_tflops'] / lab02:.2f}"]
+        )
+    header = [
+        "prefill (Hq=32, Hkv=8, d=128, fp16, causal)",
+        "ours, paged b=16",
+        "ours, paged b=64",
+        "Lab 02 (contiguous, TMA)",
+        "b=64 ÷ Lab 02",
+    ]
     return markdown_table(header, rows)
 
 
@@ -167,12 +209,29 @@ def sweep_tables() -> tuple[str, str]:
         cells = [f"{cfg[0]}, {cfg[1]}, {cfg[2]}"]
         for b, ctx in ((64, 4096), (1, 131072)):
             for impl in ("paged_bs16", "contiguous"):
-                rec = next((r for r in recs if tuple(r["config"]) == cfg and r["b"] == b
-                            and r["ctx"] == ctx and r["impl"] == impl), None)
+                rec = next(
+                    (
+                        r
+                        for r in recs
+                        if tuple(r["config"]) == cfg
+                        and r["b"] == b
+                        and r["ctx"] == ctx
+                        and r["impl"] == impl
+                    ),
+                    None,
+                )
                 cells.append(fmt(rec and rec.get("gb_per_s")))
         rows.append(cells)
-    decode = markdown_table(["BLOCK_N, warps, stages", "B=64, 4k: paged b=16", "contiguous",
-                             "B=1, 128k: paged b=16", "contiguous"], rows)
+    decode = markdown_table(
+        [
+            "BLOCK_N, warps, stages",
+            "B=64, 4k: paged b=16",
+            "contiguous",
+            "B=1, 128k: paged b=16",
+            "contiguous",
+        ],
+        rows,
+    )
     prows = []
     for r in recs:
         if "tflops" in r and r["impl"] != "flash_attention":
@@ -193,15 +252,30 @@ def draw(data: dict, path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
     for ax, (group, b) in zip(axes, (("b1", 1), ("b64", 64)), strict=True):
         ctxs = sorted({r["ctx"] for r in data["decode"] if r["group"] == group})
-        for impl, style in (("paged_bs16", "o-"), ("contiguous", "s--"), ("sdpa_cudnn", "^-"),
-                            ("sdpa_flash", "v-"), ("flash_attention", "x:")):
+        for impl, style in (
+            ("paged_bs16", "o-"),
+            ("contiguous", "s--"),
+            ("sdpa_cudnn", "^-"),
+            ("sdpa_flash", "v-"),
+            ("flash_attention", "x:"),
+        ):
             ys = [rate(idx.get(key(group, b, c, impl))) for c in ctxs]
-            ax.plot(ctxs, ys, style, label=LABEL[impl],
-                    linewidth=2.5 if impl == "paged_bs16" else 1.2)
-        ax.axhline(copy, color="grey", linestyle="--", linewidth=1,
-                   label=f"device copy, same run ({copy:,.0f} GB/s)")
-        ax.set(xscale="log", title=f"B = {b}, GQA 32/8, d = 128, fp16", ylim=(0, copy * 1.12),
-               xlabel="context length (keys per sequence)")
+            ax.plot(
+                ctxs, ys, style, label=LABEL[impl], linewidth=2.5 if impl == "paged_bs16" else 1.2
+            )
+        ax.axhline(
+            copy,
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=f"device copy, same run ({copy:,.0f} GB/s)",
+        )
+        ax.set(
+            xscale="log",
+            title=f"B = {b}, GQA 32/8, d = 128, fp16",
+            ylim=(0, copy * 1.12),
+            xlabel="context length (keys per sequence)",
+        )
         ax.set_xticks(ctxs, [f"{c // 1024}k" if c >= 1024 else str(c) for c in ctxs])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.grid(True, alpha=0.3)

@@ -61,14 +61,18 @@ def main() -> None:
             shutil.copy(path, copy)
             copies.append(copy)
         subprocess.run([sys.executable, "-m", "ruff", "format", "--quiet", tmp], check=True)
-        lines = {path: len(copy.read_text().splitlines()) for path, copy in
-                 zip(files, copies, strict=True)}
+        lines = {
+            path: len(copy.read_text().splitlines())
+            for path, copy in zip(files, copies, strict=True)
+        }
     if "-v" in sys.argv[1:]:
         for path, n in sorted(lines.items(), key=lambda kv: kv[1]):
             print(f"{n:6d} {path.relative_to(ROOT)}")
     outside = [str(p.relative_to(ROOT)) for p in files if p.parent.name == "minimodel"]
-    print(f"measurement and figure Python, lines after ruff format: {sum(lines.values())} "
-          f"(bench/, figures/ and {', '.join(outside) or 'no module elsewhere'})")
+    print(
+        f"measurement and figure Python, lines after ruff format: {sum(lines.values())} "
+        f"(bench/, figures/ and {', '.join(outside) or 'no module elsewhere'})"
+    )
 
 
 if __name__ == "__main__":
