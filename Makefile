@@ -158,7 +158,7 @@ lint: setup
 	$(BIN)/ruff format --check --quiet bench figures scripts/count_lines.py
 
 # Tables and figures for the pages, from the package and the committed data under data/:
-# `python -m figures` runs every module of figures/ (one per group, `python -m figures.NAME`).
+# `python -m figures` runs every module of figures/ (one per group, `python -m figures NAME`).
 figures: setup
 	$(BIN)/python -m figures
 

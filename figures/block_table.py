@@ -1,7 +1,5 @@
 """Block tables and copy-on-write, drawn from the block manager itself (for Theory 03 and Lab 03).
 
-    python -m figures.block_table            # write docs/figures/block-table-cow.svg
-    python -m figures.block_table --check    # fail if it is stale
 
 The scenario runs `minimodel.block_manager.BlockManager`: a prompt of PROMPT tokens is allocated
 in blocks of BLOCK_SIZE slots, the sequence is forked (the child's table lists the same physical
@@ -11,14 +9,11 @@ its own and the parent keeps the old one. Every arrow and count of the figure is
 manager's block tables after each step; nothing is placed by hand but the boxes.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.block_manager import BlockManager  # noqa: E402
+from figures.core import svg
+from minimodel.block_manager import BlockManager
 
 NUM_BLOCKS, BLOCK_SIZE = 8, 4
 PROMPT = list(range(101, 111))  # 10 tokens: two full blocks and a last block holding 2
@@ -99,9 +94,8 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
             )
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     s = scenario()
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     _panel(
         axes[0],
@@ -128,13 +122,8 @@ def figure(path) -> None:
         fontsize=8,
     )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/block-table-cow.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/block-table-cow.svg": figure()}

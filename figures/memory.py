@@ -1,23 +1,15 @@
 """Figure of the GPU primer: the H200's memory hierarchy, each level's capacity on the whole chip.
 
-    python -m figures.memory            # write docs/figures/memory-hierarchy.svg
-    python -m figures.memory --check    # fail if the committed figure is stale
 
 The sizes come from minimodel.ceilings.HARDWARE["H200"] (SM count, shared memory per SM, L2)
 and from the measured copy rate in data/ceilings-h200.json; the two numbers the package does not
 hold are constants below, with their sources.
 """
 
-import json
-from pathlib import Path
+import matplotlib.pyplot as plt
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from figures.core import CEILINGS, emit, render_svg  # noqa: E402
-from minimodel.ceilings import HARDWARE  # noqa: E402
+from figures.core import h200_measured, svg
+from minimodel.ceilings import HARDWARE
 
 H200 = HARDWARE["H200"]
 REGISTERS_PER_SM_BYTES = 65536 * 4  # 64 K 32-bit registers (CUDA programming guide, cc 9.0)
@@ -29,7 +21,7 @@ def levels() -> list[tuple[str, float, str, str]]:
     """(level, bytes on the whole chip, what one SM or the chip has, who shares it and how a
     Triton kernel reaches it), nearest the arithmetic first."""
     sms = H200.sm_count
-    copy = json.loads(CEILINGS.read_text())["ceilings"]["bandwidth"]
+    copy = h200_measured().bandwidth
     return [
         (
             "registers",
@@ -60,8 +52,7 @@ def levels() -> list[tuple[str, float, str, str]]:
     ]
 
 
-def draw(path: Path) -> None:
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
+def figure() -> bytes:
     rows = levels()
     fig, ax = plt.subplots(figsize=(9.0, 3.6))
     colors = ["#bc4b51", "#f4a259", "#8cb369", "#5b8e7d"]
@@ -80,13 +71,8 @@ def draw(path: Path) -> None:
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, format="svg", metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/memory-hierarchy.svg": render_svg(draw)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/memory-hierarchy.svg": figure()}

@@ -1,7 +1,5 @@
 """Figure of Theory 01: the online-softmax state (m, l) and the rescale factor over a stream.
 
-    python -m figures.online_softmax            # write docs/figures/online-softmax-state.svg
-    python -m figures.online_softmax --check    # fail if the committed figure is stale
 
 Every number drawn comes from minimodel.online_softmax (SoftmaxState.push, rescale_factor), run on
 a fixed, seeded stream of logits, so the figure changes only when that code does.
@@ -9,15 +7,11 @@ a fixed, seeded stream of logits, so the figure changes only when that code does
 
 import math
 import random
-from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.online_softmax import SoftmaxState, rescale_factor  # noqa: E402
+from figures.core import svg
+from minimodel.online_softmax import SoftmaxState, rescale_factor
 
 SEED, N = 27, 32
 MASKED = 10  # this element is -inf, as a masked score would be
@@ -44,8 +38,7 @@ def trace(xs: list[float]) -> tuple[list[SoftmaxState], list[float]]:
     return states, alphas
 
 
-def draw(path: Path) -> None:
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
+def figure() -> bytes:
     xs = stream()
     states, alphas = trace(xs)
     final = states[-1]
@@ -115,13 +108,8 @@ def draw(path: Path) -> None:
     for ax in (ax_m, ax_l, ax_a):
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, format="svg", metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/online-softmax-state.svg": render_svg(draw)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/online-softmax-state.svg": figure()}

@@ -1,7 +1,5 @@
 """FlashAttention-3's ping-pong and intra-warpgroup overlap, as a schedule diagram (Lab 02 part 2).
 
-    python -m figures.pingpong            # write docs/figures/hopper-pingpong-schedule.svg
-    python -m figures.pingpong --check    # fail if it is stale
 
 Not a measurement: a small model of the order of events that the page's consumer follows
 (`flash-hopper-consumer`), in made-up units. Per key tile t a consumer warpgroup waits for its
@@ -13,13 +11,10 @@ rescale; the diagram asserts that the tensor cores never run two products at onc
 warpgroup's softmax of S_{t+1} overlaps its own P~_t V_t.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
+from figures.core import svg
 
 GEMM, SOFTMAX, RESCALE = 1.0, 1.6, 0.3
 TILES = 4  # key tiles per work item
@@ -87,9 +82,8 @@ def _check(events) -> None:
                 assert a < e and s < b, f"{wg}: softmax S{int(t) + 1} does not overlap PV{t}"
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     events = schedule()
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(10, 3.2))
     rows = ["WG0", "WG1", "tensor cores"]
     y = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
@@ -141,13 +135,8 @@ def figure(path) -> None:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/hopper-pingpong-schedule.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/hopper-pingpong-schedule.svg": figure()}

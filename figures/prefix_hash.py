@@ -1,7 +1,5 @@
 """The hash chain of prefix caching, drawn from the block manager's own naming (for Lab 03).
 
-    python -m figures.prefix_hash            # write docs/figures/prefix-hash-chain.svg
-    python -m figures.prefix_hash --check    # fail if it is stale
 
 Two prompts share their first SHARED tokens. Each full block is named by
 `minimodel.block_manager._name(parent, tokens)`, SHA-256 over the parent's name and the block's
@@ -11,14 +9,11 @@ is allocated, and the figure asserts that B's cache hit is exactly the leading r
 names (the same physical blocks, `num_cached_tokens` = their tokens).
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.block_manager import BlockManager, _name  # noqa: E402
+from figures.core import svg
+from minimodel.block_manager import BlockManager, _name
 
 BLOCK_SIZE = 4
 SHARED = 10  # the common prefix, not a multiple of the block size
@@ -53,9 +48,8 @@ def scenario() -> dict:
     return {"names": names, "tables": tables, "common": common}
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     s = scenario()
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(9.6, 3.9))
     ax.set(xlim=(-0.2, 12.4), ylim=(-0.9, 5.0))
     ax.axis("off")
@@ -155,13 +149,8 @@ def figure(path) -> None:
         fontsize=7.5,
     )
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/prefix-hash-chain.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/prefix-hash-chain.svg": figure()}

@@ -1,7 +1,5 @@
 """Split-KV decoding: a context cut into splits, their partials and the merge (for Lab 03 part 2).
 
-    python -m figures.split_kv            # write docs/figures/split-kv-merge.svg
-    python -m figures.split_kv --check    # fail if it is stale
 
 The shape is named below (one sequence, 32 query heads over 8 kv heads, d = 128, fp16, a context
 of CONTEXT keys, on the H200's 132 SMs). The number of splits is
@@ -12,18 +10,15 @@ one decode program does (O_u, lse_u over its split), and merged with the formula
 figure asserts that the merge equals the unsplit softmax.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+import torch
+import triton
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-import triton  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.ceilings import HARDWARE  # noqa: E402
-from minimodel.kernels import INTERPRET  # noqa: E402
-from minimodel.paged_attention import choose_num_splits, decode_config  # noqa: E402
+from figures.core import svg
+from minimodel.ceilings import HARDWARE
+from minimodel.kernels import INTERPRET
+from minimodel.paged_attention import choose_num_splits, decode_config
 
 BATCH, HQ, HKV, D, ELEM_BYTES, CONTEXT = 1, 32, 8, 128, 2, 1000
 GPU = "H200"
@@ -62,10 +57,9 @@ def partials(ranges: list[tuple[int, int]]) -> dict:
     return {"parts": parts, "weights": (w / w.sum()).tolist(), "o": o, "lse": lse}
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     block_n, n, split_len, ranges = splits()
     p = partials(ranges)
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(9.6, 4.6))
     ax.set(xlim=(-60, CONTEXT + 20), ylim=(-0.5, 6.3))
     ax.axis("off")
@@ -169,13 +163,8 @@ def figure(path) -> None:
         fontsize=7,
     )
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/split-kv-merge.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/split-kv-merge.svg": figure()}

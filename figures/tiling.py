@@ -1,7 +1,5 @@
 """The Flash kernel's three loop runs over the grid of query tiles x key tiles (for Lab 02).
 
-    python -m figures.tiling            # write docs/figures/flash-tiling-*.svg and the table
-    python -m figures.tiling --check    # fail if they are stale
 
 For each query tile, Lab 02's `_attn_fwd` computes a key range [lo, hi) and inside it an interior
 [full_lo, full_hi), then runs three loops: a masked run at the window's edge [lo, full_lo), an
@@ -14,13 +12,10 @@ is loaded, every tile of the unmasked run is visible in full, and the loaded row
 the byte model counts.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-
-from figures.core import emit, markdown_table, render_svg  # noqa: E402
+from figures.core import markdown_table, svg
 
 # The worked example: a ragged shape, bottom-right aligned (N_k >= N_q), tiles of the kernel's
 # d = 64 class, a window wider than a key tile and not a multiple of it.
@@ -79,8 +74,7 @@ def tile_grid(
     return grid
 
 
-def figure(causal: bool, window: int | None, path) -> None:
-    plt.rcParams["svg.hashsalt"] = "minimodel"
+def figure(causal: bool, window: int | None) -> bytes:
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     for i0, _, runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal, window):
         for n0, run in zip(range(0, NK, BLOCK_N), runs, strict=True):
@@ -122,8 +116,7 @@ def figure(causal: bool, window: int | None, path) -> None:
         frameon=False,
     )
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def example_table() -> str:
@@ -162,11 +155,7 @@ def example_table() -> str:
 
 def outputs() -> dict[str, str | bytes]:
     return {
-        "figures/flash-tiling-causal.svg": render_svg(lambda p: figure(True, None, p)),
-        "figures/flash-tiling-window.svg": render_svg(lambda p: figure(True, WINDOW, p)),
+        "figures/flash-tiling-causal.svg": figure(True, None),
+        "figures/flash-tiling-window.svg": figure(True, WINDOW),
         "generated/flash-tiling-example.md": example_table(),
     }
-
-
-if __name__ == "__main__":
-    emit(outputs())
