@@ -23,12 +23,11 @@ kernels.
 Clocks are left alone (`--clock-control none`).
 """
 
-import argparse
+import contextlib
 import csv
 import dataclasses
 import io
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -37,16 +36,22 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parents[1]
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-
-# --- the one table of shapes --------------------------------------------------------------------
+from bench.core import DATA, ROOT, arguments, environment, in_blocks, sdpa
+from minimodel import paged_attention
+from minimodel.attention import attention, paged_decode
+from minimodel.attention_flash import _attn_fwd_tuned, flash_attention
+from minimodel.kernels import INTERPRET
+from minimodel.minigpt import MiniGPT, MiniGPTConfig
+from minimodel.reference import attention_ref, naive_attention, visible_mask
+from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
 
 HEADS = {"MHA": 16, "GQA": 4, "MQA": 1}  # kv heads; 16 query heads of d = 64 everywhere
 PAGED_BLOCK_SIZE = 16  # token slots per block of the paged cache
+MINIGPT = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=VERB_SEQUENCE_LEN)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,61 +79,37 @@ class Case:
         return self.nk
 
 
-def minigpt_heads() -> tuple[int, int, int]:
-    """(Hq, Hkv, d) of MiniGPT's default configuration, the model of the verb sequence."""
-    from minimodel.minigpt import MiniGPTConfig
-    from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer
-
-    c = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=VERB_SEQUENCE_LEN)
-    return c.n_heads, c.n_kv_heads, c.head_dim
-
-
 def cases() -> list[Case]:
     """Prefill at N = 64 and 2048 (B = 1, 16 query heads of d = 64; MHA, GQA-4, MQA) for naive
     attention, our Flash and SDPA's FlashAttention-2; MiniGPT's heads on the 64-token verb
     sequence (causal); decode (B = 64, same heads) at context 64 and 2048 on a contiguous and a
     paged cache."""
-    out = []
+    out, prefill = [], ("naive", "flash", "sdpa_flash")
     for n in (64, 2048):
         for heads, hkv in HEADS.items():
-            for impl in ("naive", "flash", "sdpa_flash"):
-                out.append(Case("prefill", impl, heads, 1, 16, hkv, n, n, 64))
+            out += [Case("prefill", impl, heads, 1, 16, hkv, n, n, 64) for impl in prefill]
         if n == 64:
-            hq, hkv, d = minigpt_heads()
-            for impl in ("naive", "flash", "sdpa_flash"):
-                out.append(Case("prefill", impl, "MiniGPT", 1, hq, hkv, 64, 64, d, causal=True))
+            hq, hkv, d = MINIGPT.n_heads, MINIGPT.n_kv_heads, MINIGPT.head_dim
+            out += [Case("prefill", i, "MiniGPT", 1, hq, hkv, 64, 64, d, True) for i in prefill]
     for n in (64, 2048):
         for heads, hkv in HEADS.items():
-            for impl in ("decode", "paged"):
-                out.append(Case("decode", impl, heads, 64, 16, hkv, 1, n, 64, causal=True))
+            out += [
+                Case("decode", i, heads, 64, 16, hkv, 1, n, 64, True) for i in ("decode", "paged")
+            ]
     return out
 
 
 CASES = cases()
 
 
-# --- building a case: inputs and the call ---------------------------------------------------------
-
-
-def _device() -> str:
-    return "cpu" if INTERPRET else "cuda"
-
-
 def minigpt_qkv(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
     """q, k, v of MiniGPT's first layer on the verb sequence (seed 0, untrained weights), made
     contiguous: the values a real forward pass hands its attention."""
-    from minimodel.minigpt import MiniGPT, MiniGPTConfig
-    from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
-
     torch.manual_seed(0)
-    config = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=VERB_SEQUENCE_LEN)
-    model = MiniGPT(config).to(device=device, dtype=dtype).eval()
-    seen = []
+    model, seen = MiniGPT(MINIGPT).to(device=device, dtype=dtype).eval(), []
 
     def capture(q, k, v, **kwargs):
         seen.append((q, k, v))
-        from minimodel.reference import attention_ref
-
         return attention_ref(q, k, v, **kwargs)
 
     with torch.no_grad():
@@ -139,66 +120,38 @@ def minigpt_qkv(device: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
 def build(case: Case, scale_down: bool = False):
     """Inputs and a zero-argument call for `case`. scale_down (the CPU smoke run) shrinks N and B
     so that the interpreter gets through every case quickly."""
-    from minimodel.reference import naive_attention, visible_mask
-
-    dev, dtype = _device(), torch.float16
-    b, n = case.b, case.nk
-    if scale_down:
-        b, n = min(b, 2), min(n, 40)
+    dev, dtype = "cpu" if INTERPRET else "cuda", torch.float16
+    b, n = (min(case.b, 2), min(case.nk, 40)) if scale_down else (case.b, case.nk)
     torch.manual_seed(0)
-    if case.phase == "prefill":
-        if case.heads == "MiniGPT":
-            q, k, v = minigpt_qkv(dev, dtype)
-            n = q.shape[2]
-        else:
-            q = torch.randn(b, case.hq, n, case.d, device=dev, dtype=dtype)
-            k, v = (torch.randn(b, case.hkv, n, case.d, device=dev, dtype=dtype) for _ in "kv")
-        if case.impl == "naive":
-            hidden = ~visible_mask(n, n, causal=True, device=dev) if case.causal else None
-            return lambda: naive_attention(q, k, v, hidden=hidden)
-        if case.impl == "flash":
-            from minimodel.attention_flash import flash_attention
-
-            return lambda: flash_attention(q, k, v, causal=case.causal)
-        if case.impl == "sdpa_flash":
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-            from torch.nn.functional import scaled_dot_product_attention as sdpa
-
-            def call():
-                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                    return sdpa(q, k, v, is_causal=case.causal, enable_gqa=case.hq != case.hkv)
-
-            return call
+    if case.heads == "MiniGPT":
+        q, k, v = minigpt_qkv(dev, dtype)
+        n = q.shape[2]
     else:
-        q = torch.randn(b, case.hq, 1, case.d, device=dev, dtype=dtype)
-        if case.impl == "decode":
-            from minimodel.attention import attention
+        nq = n if case.phase == "prefill" else 1
+        q = torch.randn(b, case.hq, nq, case.d, device=dev, dtype=dtype)
+        k, v = (torch.randn(b, case.hkv, n, case.d, device=dev, dtype=dtype) for _ in "kv")
+    if case.impl == "naive":
+        hidden = ~visible_mask(n, n, causal=True, device=dev) if case.causal else None
+        return lambda: naive_attention(q, k, v, hidden=hidden)
+    if case.impl == "flash":
+        return lambda: flash_attention(q, k, v, causal=case.causal)
+    if case.impl == "sdpa_flash":
 
-            k, v = (torch.randn(b, case.hkv, n, case.d, device=dev, dtype=dtype) for _ in "kv")
-            return lambda: attention(q, k, v)
-        if case.impl == "paged":
-            from minimodel.attention import paged_decode
+        def call():
+            with sdpa("sdpa_flash"):
+                gqa = case.hq != case.hkv
+                return F.scaled_dot_product_attention(
+                    q, k, v, is_causal=case.causal, enable_gqa=gqa
+                )
 
-            bs = PAGED_BLOCK_SIZE
-            per_seq = -(-n // bs)
-            pool = b * per_seq + 3  # a few blocks no sequence uses
-            k_pool, v_pool = (
-                torch.randn(pool, bs, case.hkv, case.d, device=dev, dtype=dtype) for _ in "kv"
-            )
-            tables = torch.randperm(pool, device=dev)[: b * per_seq].view(b, per_seq).int()
-            lens = torch.full((b,), n, dtype=torch.int32, device=dev)
-            q3 = q[:, :, 0].contiguous()
-            return lambda: paged_decode(q3, k_pool, v_pool, tables, lens, max_context_len=n)
+        return call
+    if case.impl == "decode":
+        return lambda: attention(q, k, v)
+    if case.impl == "paged":
+        (kp, table), (vp, _) = (in_blocks(t, [n] * b, PAGED_BLOCK_SIZE) for t in (k, v))
+        lens, q3 = torch.full((b,), n, dtype=torch.int32, device=dev), q[:, :, 0].contiguous()
+        return lambda: paged_decode(q3, kp, vp, table, lens, max_context_len=n)
     raise ValueError(f"no implementation {case.impl!r} for phase {case.phase!r}")
-
-
-# --- the kernels' parameters: what the models need to know ----------------------------------------
-
-
-def flash_tuner():
-    from minimodel.attention_flash import _attn_fwd_tuned
-
-    return _attn_fwd_tuned
 
 
 def probe(case: Case, fn) -> dict:
@@ -206,77 +159,50 @@ def probe(case: Case, fn) -> dict:
     Flash kernel (its autotuner's choice), or the decode kernel's grid and tile."""
     if case.impl == "flash":
         fn()
-        c = flash_tuner().best_config
+        c = _attn_fwd_tuned.best_config
         return {
             "block_m": c.kwargs["BLOCK_M"],
             "block_n": c.kwargs["BLOCK_N"],
             "num_warps": c.num_warps,
             "num_stages": c.num_stages,
         }
-    if case.impl in ("decode", "paged"):
-        import minimodel.paged_attention as pa
+    if case.impl not in ("decode", "paged"):
+        fn()
+        return {}
+    kernel, seen = paged_attention._paged_decode_fwd, []
+    run = kernel.run
 
-        kernel, seen = pa._paged_decode_fwd, []
-        run = kernel.run
+    def spy(*args, grid, warmup, **kwargs):
+        seen.append((grid[1], kwargs["BLOCK_N"], kwargs["BLOCK_SIZE"], kwargs["PAGED"]))
+        return run(*args, grid=grid, warmup=warmup, **kwargs)
 
-        def spy(*args, grid, warmup, **kwargs):
-            seen.append(
-                {
-                    "grid": list(grid),
-                    "block_n": kwargs["BLOCK_N"],
-                    "block_size": kwargs["BLOCK_SIZE"],
-                    "paged": kwargs["PAGED"],
-                }
-            )
-            return run(*args, grid=grid, warmup=warmup, **kwargs)
-
-        kernel.run = spy
-        try:
-            fn()
-        finally:
-            del kernel.run
-        (launch,) = seen
-        params = {"num_splits": launch["grid"][1], "block_n": launch["block_n"]}
-        if launch["paged"]:
-            params["block_size"] = launch["block_size"]
-        return params
-    fn()
-    return {}
+    kernel.run = spy
+    try:
+        fn()
+    finally:
+        del kernel.run
+    ((splits, block_n, block_size, is_paged),) = seen
+    params = {"num_splits": splits, "block_n": block_n}
+    return params | {"block_size": block_size} if is_paged else params
 
 
-class pinned:
+@contextlib.contextmanager
+def pinned(params: dict | None):
     """Within the block, our Flash kernel runs the given tile configuration, no autotuning."""
-
-    def __init__(self, params: dict | None):
-        self.params = params
-
-    def __enter__(self):
-        if not self.params:
-            return self
-        tuner = flash_tuner()
-        self.saved = tuner.configs
-        want = (
-            self.params["block_m"],
-            self.params["block_n"],
-            self.params["num_warps"],
-            self.params["num_stages"],
-        )
-        match = [
-            c
-            for c in tuner.configs
-            if (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages) == want
-        ]
-        if not match:
-            raise ValueError(f"no Flash configuration {want} among the autotuner's candidates")
-        tuner.configs = match[:1]
-        return self
-
-    def __exit__(self, *exc):
-        if self.params:
-            flash_tuner().configs = self.saved
-
-
-# --- the profiled process -------------------------------------------------------------------------
+    if not params:
+        yield
+        return
+    want = (params["block_m"], params["block_n"], params["num_warps"], params["num_stages"])
+    saved = _attn_fwd_tuned.configs
+    tile = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
+    match = [c for c in saved if tile(c) == want]
+    if not match:
+        raise ValueError(f"no Flash configuration {want} among the autotuner's candidates")
+    _attn_fwd_tuned.configs = match[:1]
+    try:
+        yield
+    finally:
+        _attn_fwd_tuned.configs = saved
 
 
 @triton.jit
@@ -291,9 +217,8 @@ def child(sidecar: Path, pins_path: str) -> None:
     buf = torch.zeros(1, device="cuda", dtype=torch.int32)
     ran, errors = [], {}
     for case in CASES:
-        params = pins.get(case.id)
         try:
-            with pinned(params if case.impl == "flash" else None), torch.no_grad():
+            with pinned(pins.get(case.id) if case.impl == "flash" else None), torch.no_grad():
                 fn = build(case)
                 info = probe(case, fn)
                 fn()
@@ -324,43 +249,17 @@ METRICS_ALL = [
     "l1tex__m_l1tex2xbar_write_bytes.sum",
 ]
 METRICS_FALLBACK = METRICS_ALL[:6]  # if this ncu lacks one of the source-filtered metrics
-METRICS_NONE = ["dram__bytes_read.sum", "dram__bytes_write.sum"]
-MODES = {
-    "all": ["--cache-control", "all"],
-    "none": ["--cache-control", "none", "--replay-mode", "application"],
-}
+METRICS_NONE = METRICS_ALL[:2]
+OPTIONS = "--csv --print-units base --clock-control none --profile-from-start off".split()
+MODES = {"all": "--cache-control all", "none": "--cache-control none --replay-mode application"}
 
 
 def find_ncu() -> str:
-    found = shutil.which("ncu")
-    if found:
+    if found := shutil.which("ncu"):
         return found
-    versions = sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"))
-    if not versions:
+    if not (versions := sorted(Path("/opt/nvidia/nsight-compute").glob("*/ncu"))):
         sys.exit("ncu not found: put Nsight Compute on PATH")
     return str(versions[-1])
-
-
-def ncu_command(ncu: str, mode: str, metrics: list[str], sidecar: Path, pins: str) -> list[str]:
-    return [
-        ncu,
-        "--csv",
-        "--print-units",
-        "base",
-        "--clock-control",
-        "none",
-        "--profile-from-start",
-        "off",
-        *MODES[mode],
-        "--metrics",
-        ",".join(metrics),
-        sys.executable,
-        "-m",
-        "bench.bytes",
-        "--child",
-        str(sidecar),
-        pins,
-    ]
 
 
 def parse(csv_text: str) -> list[dict]:
@@ -389,19 +288,25 @@ def group(kernels: list[dict], ran: list[dict]) -> dict[str, list[dict]]:
 
 def measure(out: Path, pins: str = "-", log=print) -> dict:
     """Profile every case in both cache modes; write and return the data file's record."""
-    from bench.core import environment
-
     ncu = find_ncu()
     record = {"environment": environment(), "cases": {}, "errors": {}, "commands": {}}
     for mode in MODES:
-        sidecar = out.parent / f".bytes-{mode}.json"
-        t0 = time.time()
+        sidecar, t0 = out.parent / f".bytes-{mode}.json", time.time()
         for metrics in [METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]:
-            cmd = ncu_command(ncu, mode, metrics, sidecar, pins)
-            done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ, cwd=ROOT)
-            (out.parent / f"ncu-{mode}.log").write_text(
-                done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
-            )
+            options = [*OPTIONS, *MODES[mode].split(), "--metrics", ",".join(metrics)]
+            cmd = [
+                ncu,
+                *options,
+                sys.executable,
+                "-m",
+                "bench.bytes",
+                "--child",
+                str(sidecar),
+                pins,
+            ]
+            done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            log_text = done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
+            (out.parent / f"ncu-{mode}.log").write_text(log_text)
             if done.returncode == 0 and sidecar.exists():
                 break
             log(f"ncu ({mode}, {len(metrics)} metrics) failed: {done.stderr[-1500:]}")
@@ -411,18 +316,14 @@ def measure(out: Path, pins: str = "-", log=print) -> dict:
         sidecar.unlink()
         grouped = group(parse(done.stdout), side["ran"])
         passes = sorted(set(re.findall(r"(\d+) pass", done.stdout + done.stderr)))
-        record["commands"][mode] = " ".join(
-            ["ncu", *cmd[1:-5], "python", "bench/bytes.py --child ..."]
-        )
-        record[f"metrics_{mode}"] = metrics
-        record[f"passes_{mode}"] = passes
+        record["commands"][mode] = " ".join(["ncu", *options, "python -m bench.bytes --child ..."])
+        record[f"metrics_{mode}"], record[f"passes_{mode}"] = metrics, passes
         for r in side["ran"]:
-            entry = record["cases"].setdefault(r["id"], {"params": r["params"]})
-            entry[mode] = grouped[r["id"]]
+            record["cases"].setdefault(r["id"], {"params": r["params"]})[mode] = grouped[r["id"]]
         record["errors"].update({f"{k} ({mode})": v for k, v in side["errors"].items()})
         log(
-            f"ncu --cache-control {mode}: {len(side['ran'])} cases, "
-            f"{len(side['errors'])} failed, {time.time() - t0:.0f} s, passes {passes}"
+            f"ncu --cache-control {mode}: {len(side['ran'])} cases, {len(side['errors'])} failed, "
+            f"{time.time() - t0:.0f} s, passes {passes}"
         )
     out.write_text(json.dumps(record, indent=1) + "\n")
     return record
@@ -442,19 +343,13 @@ def smoke() -> None:
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        child(Path(sys.argv[2]), sys.argv[3])
-        return
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--out", type=Path, default=ROOT / "data" / "bytes-h200.json")
+    if sys.argv[1:2] == ["--child"]:
+        return child(Path(sys.argv[2]), sys.argv[3])
+    parser = arguments(__doc__, DATA / "bytes-h200.json", smoke="tiny shapes, in the interpreter")
     parser.add_argument("--pins", default="-", help="JSON {case id: Flash tile configuration}")
-    parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args()
     if args.smoke:
-        smoke()
-        return
+        return smoke()
     measure(args.out, args.pins)
 
 

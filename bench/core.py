@@ -109,20 +109,26 @@ def in_blocks(k: torch.Tensor, lens: list[int], block_size: int, seed: int = 1):
     return pool, table
 
 
-def time_ms(fn, backend=None, *, graph: bool = False, quantiles=None, **bench_args):
-    """Milliseconds of fn() under SDPA `backend` if given, the median (or the `quantiles`): every
-    benchmark times through here. With graph, fn replayed from a CUDA graph: the GPU's time
-    without the host's (minimodel.timing.gpu_time_ms; do_bench_cudagraph itself where quantiles
-    are asked for, which the shared timer does not report). Eager, triton.testing.do_bench: each
-    call between CUDA events, its 256 MB buffer write between calls evicting the L2, the measure
-    of calls that outlast their host work (the forward grid, a 2 GiB copy, the exp2 chain, the
-    tile sweeps: 0.1 ms and more; Results, "How each time is taken"). `bench_args` (warmup, rep)
-    go to triton; without them its defaults."""
+def sdpa(impl: str | None):
+    """Within the block, SDPA runs only the backend `impl` names (one of SDPA); for any other
+    implementation (or None), a block that changes nothing."""
+    return sdpa_kernel(SDPA[impl]) if impl in SDPA else contextlib.nullcontext()
+
+
+def time_ms(fn, impl: str | None = None, *, graph: bool = False, quantiles=None, **bench_args):
+    """Milliseconds of fn() (under the SDPA backend `impl` names, if it names one), the median
+    (or the `quantiles`): every benchmark times through here. With graph, fn replayed from a CUDA
+    graph: the GPU's time without the host's (minimodel.timing.gpu_time_ms; do_bench_cudagraph
+    itself where quantiles are asked for, which the shared timer does not report). Eager,
+    triton.testing.do_bench: each call between CUDA events, its 256 MB buffer write between calls
+    evicting the L2, the measure of calls that outlast their host work (the forward grid, a 2 GiB
+    copy, the exp2 chain, the tile sweeps: 0.1 ms and more; Results, "How each time is taken").
+    `bench_args` (warmup, rep) go to triton; without them its defaults."""
     import triton.testing
 
     from minimodel.timing import gpu_time_ms
 
-    with sdpa_kernel(backend) if backend is not None else contextlib.nullcontext():
+    with sdpa(impl):
         if graph and quantiles is None:
             return gpu_time_ms(fn, *([bench_args["rep"]] if "rep" in bench_args else []))
         if graph:
