@@ -11,6 +11,7 @@ minimodel.ceilings, the figure in minimodel.roofline_plot.
 import math
 from dataclasses import dataclass
 
+from minimodel.checks import check_int
 from minimodel.reference import check_mask_args
 
 __all__ = [
@@ -81,14 +82,12 @@ def _is_finite_positive(value: object) -> bool:
 
 def _check_positive(**values: int) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_int(name, value, 1)
 
 
 def _check_nonnegative(**values: int) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        check_int(name, value, 0)
 # ~/~ end
 
 
