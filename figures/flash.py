@@ -21,10 +21,9 @@ from minimodel.roofline_plot import RooflinePoint
 
 E = 2  # bytes per element: fp16 / bf16
 # Hopper (compute capability 9.0), CUDA C++ programming guide: shared memory one block may opt in
-# to, the part of each SM's shared memory reserved per resident block, and the register file.
+# to, the part of each SM's shared memory reserved per resident block, and a thread's registers.
 SMEM_PER_BLOCK = 227 * 1024
 SMEM_RESERVED_PER_BLOCK = 1024
-REGS_PER_SM = 64 * 1024  # 32-bit registers
 REGS_PER_THREAD = 255
 
 
