@@ -11,7 +11,6 @@ import subprocess
 from pathlib import Path
 
 import torch
-import triton
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,6 +43,10 @@ def commit() -> str:
 
 def environment(**extra: object) -> dict:
     """What produced a data file: device, library versions, threads, git commit, date."""
+    # triton is imported here, not with this module: bench.exam's smoke run on a CPU must set
+    # TRITON_INTERPRET before triton's first import, and it imports this module first
+    import triton
+
     cuda = torch.cuda.is_available()
     return {
         "device": torch.cuda.get_device_name() if cuda else platform.machine(),
@@ -93,11 +96,11 @@ def in_blocks(k: torch.Tensor, lens: list[int], block_size: int, seed: int = 1):
     a random permutation of physical blocks; returns (pool, block_table). A table entry past a
     sequence's blocks is -1; a pool slot past its tokens is zero."""
     b, hkv, n, d = k.shape
-    per_seq = [triton.cdiv(x, block_size) for x in lens]
+    per_seq = [-(-x // block_size) for x in lens]
     g = torch.Generator(device=k.device).manual_seed(seed)
     perm = torch.randperm(sum(per_seq), generator=g, device=k.device).to(torch.int32)
     pool = torch.empty((sum(per_seq), block_size, hkv, d), dtype=k.dtype, device=k.device)
-    table = torch.full((b, triton.cdiv(n, block_size)), -1, dtype=torch.int32, device=k.device)
+    table = torch.full((b, -(-n // block_size)), -1, dtype=torch.int32, device=k.device)
     start = 0
     for i, nb in enumerate(per_seq):
         ids = perm[start : start + nb]

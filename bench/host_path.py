@@ -16,9 +16,9 @@ import torch
 import torch.nn.functional as F
 
 from bench.core import arguments, environment, in_blocks, save, sdpa
-from minimodel.attention import attention
+from minimodel.attention import _check_call, attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
-from minimodel.paged_attention import paged_decode, paged_prefill
+from minimodel.paged_attention import decode_contiguous, paged_decode, paged_prefill
 from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
 
 
@@ -79,6 +79,23 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
                 capturable=False,
             ),
         ]
+        # Where attention's host time goes: its checks, its two output allocations, and the
+        # decode kernel launched alone (num_splits=1: one launch, no merge) against the default
+        # split (the split kernel and the merge): their difference is what folding the merge
+        # into the split kernel would save.
+        tau = d**-0.5
+        decode = lambda **kw: decode_contiguous(q, k, v, window=None, tau=tau, **kw)
+        outputs = lambda: (
+            torch.empty(q.shape, dtype=q.dtype, device="cuda"),
+            torch.empty(q.shape[:-1], dtype=torch.float32, device="cuda"),
+        )
+        parts = {
+            "checks": host_time_us(lambda: _check_call(q, k, v, False, None, None)),
+            "allocate_outputs": host_time_us(outputs),
+            "decode_one_launch": host_time_us(lambda: decode(num_splits=1)),
+            "decode_split_and_merge": host_time_us(decode),
+        }
+        print("  host parts (us):", {p: round(us, 1) for p, us in parts.items()}, flush=True)
         refused |= {
             "paged_decode_fast": refuses(lambda: fast(vp.float())),
             "paged_decode_checked": refuses(lambda: paged_decode(q3, kp, vp, bad, lens)),
@@ -91,6 +108,7 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
             "d": d,
             "keys": n,
             "records": recs,
+            "host_parts_us": parts,
             "still_refuses": refused,
         }
     starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device="cuda")

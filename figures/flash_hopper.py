@@ -73,8 +73,12 @@ def ablation_table() -> str:
         f"TFLOP/s (÷ cuDNN) at d = 128, fp16, B = 16384 / N, H = 16, measured in one process "
         f"on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, commit "
         f"{env['commit']}, {env['date'][:10]}) by `bench/ablate_hopper.py` "
-        "(`data/flash-hopper-ablation-h200.json`); medians of `triton.testing.do_bench`."
+        "(`data/flash-hopper-ablation-h200.json`); "
     )
+    if "graph" in data["timing"]:
+        note += "GPU time under CUDA-graph replay (medians)."
+    else:
+        note += "medians of `triton.testing.do_bench` (eager)."
     return markdown_table(["N", "causal", *(ABLATION[n] for n in names)], rows) + f"\n{note}\n"
 
 

@@ -1,6 +1,8 @@
 """Lab 03 part 2: the host path (data/host-path-h200.json, from bench.host_path). Per shape,
 each call's host time, GPU time under graph replay and eager time, with the ratios to SDPA-cuDNN
-measured in the same process; and which calls still refused a bad call there."""
+measured in the same process; where a decode call's host time goes; which calls still refused a
+bad call there; and one Triton launch's host cost (data/launch-costs-h200.json, from
+bench.launch_costs)."""
 
 from figures.core import load, markdown_table
 
@@ -39,6 +41,40 @@ def times(data: dict) -> str:
     return markdown_table(f"{header} | eager ÷ cuDNN", rows)
 
 
+PARTS = {
+    "checks": "`attention`'s checks (`_check_call`)",
+    "allocate_outputs": "O and lse allocated (two `torch.empty`)",
+    "decode_one_launch": "`decode_contiguous`, one split: one launch",
+    "decode_split_and_merge": "`decode_contiguous`, default split: split kernel and merge",
+}
+
+
+def parts(data: dict) -> str:
+    """Host µs of the pieces of a decode call, one column per decode shape."""
+    cases = [c for c in data["cases"] if "host_parts_us" in c]
+    rows = [
+        [label, *(cell(c["host_parts_us"][name]) for c in cases)] for name, label in PARTS.items()
+    ]
+    return markdown_table(["host µs of", *(shape(c) for c in cases)], rows)
+
+
+LAUNCHES = {
+    "jit": "through Triton's JIT (`kernel[grid](...)`)",
+    "direct_tensors": "the compiled kernel's launcher, tensors",
+    "direct_ints": "the compiled kernel's launcher, addresses as ints",
+    "torch_empty": "for scale: one `torch.empty`",
+}
+
+
+def launch_costs() -> str:
+    data = load("launch-costs-h200.json")
+    rows = [
+        [label, cell(data["host_us"].get(name)), data["errors"].get(name, "")]
+        for name, label in LAUNCHES.items()
+    ]
+    return markdown_table("one launch of `_merge_splits` | host µs | error", rows)
+
+
 def outputs() -> dict[str, str | bytes]:
     data = load("host-path-h200.json")
     refusals = [
@@ -51,6 +87,8 @@ def outputs() -> dict[str, str | bytes]:
     ]
     header = "shape | refused a bad call, same process | did not"
     return {
+        "generated/launch-costs.md": launch_costs(),
         "generated/host-path.md": times(data),
+        "generated/host-path-parts.md": parts(data),
         "generated/host-path-refusals.md": markdown_table(header, refusals),
     }

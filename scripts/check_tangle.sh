@@ -19,6 +19,7 @@ HAND_WRITTEN=(
   tests/test_data_claims.py
   tests/test_entangled_workflow.py
   tests/test_exercises.py
+  tests/test_lab_pages.py
   tests/prose_numbers.txt
   tests/test_prose_numbers.py
   tests/test_skeletons.py

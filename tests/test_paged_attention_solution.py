@@ -85,6 +85,35 @@ def test_decode_tiles_are_16_kib_powers_of_two(monkeypatch, head_dim, elem):
     cfg = pa.decode_config(head_dim, elem)
     assert cfg.block_n in (16, 32, 64, 128)
     assert cfg.block_n * head_dim * elem <= pa.DECODE_TILE_BYTES or cfg.block_n == 16
+
+
+def test_the_host_arithmetic_is_triton_s():
+    # The wrappers' plain cdiv and next_power_of_2 (triton's are slow to call from Python).
+    for n in [*range(0, 300), 2**20 - 1, 2**20, 2**20 + 1, 2**40 + 3]:
+        assert kernels.next_power_of_2(n) == triton.next_power_of_2(n), n
+        for b in (1, 2, 16, 64, 128):
+            assert kernels.cdiv(n, b) == triton.cdiv(n, b), (n, b)
+
+
+def test_the_split_workspace_is_kept_per_thread():
+    # A split decode's partials go to a workspace kept for the next call of the same shape from
+    # the same thread and stream (in order on the GPU); another shape or thread gets its own.
+    import threading
+
+    dev = torch.device(DEVICE)
+    first = pa._workspace(dev, 2, 4, 3, 32)
+    assert pa._workspace(dev, 2, 4, 3, 32) is first
+    assert first[0].shape == (2, 4, 3, 32) and first[1].shape == (2, 4, 3)
+    assert all(t.dtype == torch.float32 and t.device.type == dev.type for t in first)
+    elsewhere = []
+    worker = threading.Thread(target=lambda: elsewhere.append(pa._workspace(dev, 2, 4, 3, 32)))
+    worker.start()
+    worker.join()
+    assert elsewhere[0][0].data_ptr() != first[0].data_ptr()
+    assert pa._workspace(dev, 2, 4, 5, 32)[0].shape == (2, 4, 5, 32)
+    lens = [70, 33]  # and calls through it stay right, twice in a row
+    for _ in range(2):
+        check_decode(make_q(2, 4, 32), make_cache(lens, 2, 32, 16), lens, num_splits=3)
 # ~/~ end
 
 
@@ -745,6 +774,20 @@ def test_an_unchecked_eager_step_reads_no_value(monkeypatch):
             assert [batch.cache.manager.num_computed_tokens(s) for s in PROMPTS] == [
                 n + 1 for n in batch.lengths.values()]  # the eager pass committed
     torch.testing.assert_close(out[1], out[0], atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_a_captured_split_decode_takes_its_own_workspace():
+    # Eager calls keep their split workspace for the next call; a call captured into a CUDA graph
+    # takes its own from the graph's pool, which no eager call then overwrites between replays.
+    dev = torch.device("cuda")
+    eager = pa._workspace(dev, 1, 8, 4, 64)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = pa._workspace(dev, 1, 8, 4, 64)
+        captured[0].zero_()
+    assert captured[0].data_ptr() != eager[0].data_ptr()
+    assert pa._workspace(dev, 1, 8, 4, 64) is eager
 
 
 @pytest.mark.gpu

@@ -28,6 +28,8 @@ def paged_decode(
     scale: float | None = None,
     return_lse: bool = False,
     error_flags: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention: one new query token per sequence against its paged KV cache.
 
@@ -38,6 +40,13 @@ def paged_decode(
     to max_blocks * block_size. num_splits overrides the split of each context across programs.
     window=W keeps the W latest keys. float16 / bfloat16 / float32 (no bfloat16 under the
     interpreter); d a multiple of 8 in [16, 256]. Index tensors are read through their strides.
+
+    8-bit pools (an extension, not part of the lab's task): k_pool and v_pool both
+    torch.float8_e4m3fn, with k_scale and v_scale (num_blocks, block_size, Hkv) float32 (any
+    strides), one scale per slot and kv head: the key in slot s of block blk, head h, is
+    k_pool[blk, s, h, :] * k_scale[blk, s, h] (quantize_kv makes both); the same for V. Scales
+    go with 8-bit pools and only with them. The checked path also checks that every scale a
+    sequence reads is finite and positive (a second sync); the fast path trusts them.
 
     Checked path (max_context_len omitted): one device sync checks the lengths and every table
     entry a sequence reads against the pool, and raises ValueError naming the first bad one.
@@ -74,6 +83,8 @@ def paged_prefill(
     scale: float | None = None,
     return_lse: bool = False,
     error_flags: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Prefill attention: a chunk of new tokens per sequence against its paged KV cache.
 
@@ -81,8 +92,9 @@ def paged_prefill(
     rows query_start_loc[b] to query_start_loc[b + 1] - 1 (query_start_loc: (B + 1,) int32,
     rising from 0 to total_q; a sequence may have none). Their K/V are already in the pools:
     new token i of sequence b stands at key position context_lens[b] - n_b + i (n_b its count),
-    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens and
-    error_flags as for paged_decode. causal and window=W as attention_ref has them.
+    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens,
+    error_flags, k_scale and v_scale as for paged_decode. causal and window=W as attention_ref
+    has them.
 
     Checked path (max_query_len omitted): one device sync checks the offsets, the lengths and
     the table entries the rows read, as paged_decode does. Fast path (max_query_len given, a

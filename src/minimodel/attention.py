@@ -16,9 +16,15 @@ from minimodel import paged_attention
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import MAX_HEAD_DIM as HOPPER_MAX_HEAD_DIM
 from minimodel.attention_flash_hopper import flash_attention_hopper
-from minimodel.kernels import INTERPRET, SUPPORTED_DTYPES, check_forward_only
+from minimodel.kernels import INTERPRET, SUPPORTED_DTYPES, capability, check_forward_only
 from minimodel.minigpt import AttentionFn, MiniGPTConfig
-from minimodel.paged_attention import paged_decode, paged_prefill
+from minimodel.paged_attention import (
+    FP8_DTYPE,
+    dequantize_kv,
+    paged_decode,
+    paged_prefill,
+    quantize_kv,
+)
 from minimodel.paged_kv_cache import PagedKVCache
 from minimodel.reference import (
     attention_ref,
@@ -67,7 +73,7 @@ def _hopper_takes(q: torch.Tensor) -> bool:
     the interpreter), float16 or bfloat16, head_dim <= 128."""
     return (not INTERPRET and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
             and q.shape[-1] <= HOPPER_MAX_HEAD_DIM
-            and torch.cuda.get_device_capability(q.device)[0] == 9)
+            and capability(q.device.index)[0] == 9)
 
 
 def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
@@ -80,9 +86,10 @@ def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     if width != d:  # a zero column adds nothing to q.k; its output column is zero, dropped
         q, k, v = (torch.nn.functional.pad(t, (0, width - d)) for t in (q, k, v))
     # One query at key position nk - 1 sees every key with or without `causal`; a window still
-    # needs causal=True (checked by _check_call), as in the reference.
-    o, lse = paged_attention.decode_contiguous(q[:, :, 0], k, v, window=window, tau=tau)
-    return o[:, :, None, :d], lse[:, :, None]
+    # needs causal=True (checked by _check_call), as in the reference. q stays (B, Hq, 1, d) and
+    # O comes back so: no view on the host path of a decode step.
+    o, lse = paged_attention.decode_contiguous(q, k, v, window=window, tau=tau)
+    return (o, lse) if width == d else (o[..., :d], lse)
 # ~/~ end
 
 
@@ -165,17 +172,32 @@ class KernelPagedKVCache(PagedKVCache):
     graph. After a compiled or captured step the caller runs `commit(positions)`.
 
     The kernels are the attention: MiniGPT's `attn` argument must be left at its default.
+    With kv_dtype=torch.float8_e4m3fn the pools hold K and V in 8 bits, each token and kv head
+    quantised once as it is written, its float32 scales in `k_scale` and `v_scale`.
     """
 
     graph_safe = True  # attend reads no value on the host: MiniGPT.forward may be traced
 
     def __init__(self, config: MiniGPTConfig, num_blocks: int, block_size: int, *,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None,
-                 watermark: float = 0.01, enable_prefix_caching: bool = False) -> None:
+                 watermark: float = 0.01, enable_prefix_caching: bool = False,
+                 kv_dtype: torch.dtype | None = None) -> None:
         """As PagedKVCache; block tables get max_blocks = ceil(max_seq_len / block_size)
-        columns, enough for any sequence the model can feed."""
-        super().__init__(config, num_blocks, block_size, dtype=dtype, device=device,
-                         watermark=watermark, enable_prefix_caching=enable_prefix_caching)
+        columns, enough for any sequence the model can feed. kv_dtype: the pools' dtype, `dtype`
+        (the model's) if omitted; torch.float8_e4m3fn adds k_scale and v_scale, (n_layers,
+        num_blocks, block_size, Hkv) float32."""
+        if kv_dtype not in (None, dtype, FP8_DTYPE):
+            raise ValueError(f"kv_dtype must be the model's dtype {dtype} or {FP8_DTYPE}, got "
+                             f"{kv_dtype}")
+        fp8 = kv_dtype == FP8_DTYPE
+        super().__init__(config, num_blocks, block_size, dtype=kv_dtype if fp8 else dtype,
+                         device=device, watermark=watermark,
+                         enable_prefix_caching=enable_prefix_caching)
+        self.dtype = dtype  # the model's: what gather returns
+        self.k_scale = self.v_scale = None  # 8-bit pools only: one float32 per slot and kv head
+        if fp8:
+            self.k_scale, self.v_scale = (_scale_pools(config, num_blocks, block_size, device)
+                                          for _ in "kv")
         self.max_blocks = -(-config.max_seq_len // block_size)
         self._buffers: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # B: (tables, flags)
         self._owner: dict[int, KernelPagedKVCache] = {}  # B: the view whose tables they hold
@@ -253,7 +275,7 @@ class KernelPagedKVCache(PagedKVCache):
                              f"too, got {q.device}, {k.device}, {v.device} and {positions.device}"
                              " (the model and its inputs on the cache's device)")
         args = (q, k, v, self.k, self.v, layer, positions, self.block_tables, self.error_flags,
-                c.window)
+                c.window, self.k_scale, self.v_scale)
         if torch.compiler.is_compiling():  # one node that writes the pools in place
             o = _paged_cache_attend_op(*args)
         else:
@@ -272,51 +294,124 @@ class KernelPagedKVCache(PagedKVCache):
         for seq in self.rows:
             self.manager.mark_computed(seq, self.manager.num_computed_tokens(seq) + n)
 
+    # ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-paged-kv-cache-fp8>>[init]
+    def append_slot(self, seq_id: int, token: int) -> None:
+        """PagedKVCache.append_slot; with 8-bit pools a copy-on-write copies the block's scales too
+        (the one table entry the copy replaced)."""
+        before = self.manager.block_table(seq_id) if self.k_scale is not None else None
+        super().append_slot(seq_id, token)
+        if before is None:
+            return
+        # the table may have grown by a block; an entry that changed from one block to another is
+        # the copy (an entry the window released became -1)
+        for src, dst in zip(before, self.manager.block_table(seq_id), strict=False):
+            if src != dst and src >= 0 and dst >= 0:
+                self.k_scale[:, dst] = self.k_scale[:, src]
+                self.v_scale[:, dst] = self.v_scale[:, src]
+
+    def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> None:
+        """PagedKVCache.write; 8-bit pools store each token and kv head quantised, its scale
+        beside."""
+        if self.k_scale is None:
+            return super().write(layer, k, v, positions)
+        for r, seq in enumerate(self.rows):
+            slots = torch.tensor(self.manager.slot_mapping(seq, positions[r].tolist()),
+                                 device=self.k.device)
+            _store_fp8(self.k[layer], self.k_scale[layer], slots, k[r].transpose(0, 1))
+            _store_fp8(self.v[layer], self.v_scale[layer], slots, v[r].transpose(0, 1))
+
+    def gather(self, layer: int, seq: int, lo: int, hi: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """PagedKVCache.gather; 8-bit pools give the values they stand for (dequantize_kv), in the
+        model's dtype."""
+        k, v = super().gather(layer, seq, lo, hi)
+        if self.k_scale is None:
+            return k, v
+        index = torch.tensor(self.manager.slot_mapping(seq, range(lo, hi)), device=self.k.device)
+        return tuple(dequantize_kv(x8, s[layer].flatten(0, 1)[index].transpose(0, 1)[None],
+                                   self.dtype) for x8, s in ((k, self.k_scale), (v, self.v_scale)))
+    # ~/~ end
+
 
 def _paged_cache_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                         v_cache: torch.Tensor, layer: int, positions: torch.Tensor,
                         block_tables: torch.Tensor, error_flags: torch.Tensor,
-                        window: int | None) -> torch.Tensor:
+                        window: int | None, k_scale_cache: torch.Tensor | None = None,
+                        v_scale_cache: torch.Tensor | None = None) -> torch.Tensor:
     """One layer of a KernelPagedKVCache step, device work only: store k, v at their slots
     (block_tables[b, p // block_size] * block_size + p % block_size), then paged_decode (n = 1)
     or paged_prefill on the fast path, its host ints from shapes: the context bound is the
-    table's capacity, the chunk length n. Returns (B, n, Hq, d)."""
+    table's capacity, the chunk length n. With 8-bit pools, k_scale_cache and v_scale_cache
+    (L, num_blocks, block_size, Hkv) receive each new token's scales. Returns (B, n, Hq, d)."""
     b, hq, n, d = q.shape
     k_pool, v_pool = k_cache[layer], v_cache[layer]  # (num_blocks, block_size, Hkv, d)
     block_size = k_pool.shape[1]
     blocks = block_tables.gather(1, positions // block_size).long()
     slots = (blocks * block_size + positions % block_size).flatten()  # (B * n,)
-    for pool, new in ((k_pool, k), (v_pool, v)):  # the rows' keys, token-major: (B * n, Hkv, d)
-        pool.flatten(0, 1).index_copy_(0, slots, new.transpose(1, 2).flatten(0, 1).to(pool.dtype))
+    fp8 = {} if k_scale_cache is None else {"k_scale": k_scale_cache[layer],
+                                             "v_scale": v_scale_cache[layer]}
+    for i, (pool, new) in enumerate(((k_pool, k), (v_pool, v))):
+        new = new.transpose(1, 2).flatten(0, 1)  # the rows' keys, token-major: (B * n, Hkv, d)
+        if fp8:
+            _store_fp8(pool, fp8["kv"[i] + "_scale"], slots, new)
+        else:
+            pool.flatten(0, 1).index_copy_(0, slots, new.to(pool.dtype))
     lens = (positions[:, -1] + 1).to(torch.int32)  # each row's context, its new keys included
     capacity = block_tables.shape[1] * block_size  # >= every length: no max() read on the host
     if n == 1:
         o = paged_decode(q[:, :, 0], k_pool, v_pool, block_tables, lens,
-                         max_context_len=capacity, window=window, error_flags=error_flags)
+                         max_context_len=capacity, window=window, error_flags=error_flags, **fp8)
         return o.view(b, 1, hq, d)
     starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=q.device)
     o = paged_prefill(q.transpose(1, 2).reshape(b * n, hq, d), k_pool, v_pool, block_tables,
-                      lens, starts, max_query_len=n, window=window, error_flags=error_flags)
+                      lens, starts, max_query_len=n, window=window, error_flags=error_flags,
+                      **fp8)
     return o.view(b, n, hq, d)
 
 
 @torch.library.custom_op("minimodel::paged_cache_attend",
-                         mutates_args=("k_cache", "v_cache", "error_flags"))
+                         mutates_args=("k_cache", "v_cache", "error_flags", "k_scale_cache",
+                                       "v_scale_cache"))
 def _paged_cache_attend_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                           k_cache: torch.Tensor, v_cache: torch.Tensor, layer: int,
                           positions: torch.Tensor, block_tables: torch.Tensor,
-                          error_flags: torch.Tensor, window: int | None) -> torch.Tensor:
+                          error_flags: torch.Tensor, window: int | None,
+                          k_scale_cache: torch.Tensor | None = None,
+                          v_scale_cache: torch.Tensor | None = None) -> torch.Tensor:
     """torch.ops.minimodel.paged_cache_attend: one layer of a KernelPagedKVCache step as one
-    operator that writes the pools (all layers', (L, num_blocks, block_size, Hkv, d)) and ORs
-    the error flags in place, so torch.compile records it whole. Returns (B, n, Hq, d)."""
+    operator that writes the pools (all layers', (L, num_blocks, block_size, Hkv, d)), their
+    scales if the pools are 8-bit, and ORs the error flags in place, so torch.compile records
+    it whole. Returns (B, n, Hq, d)."""
     return _paged_cache_attend(q, k, v, k_cache, v_cache, layer, positions, block_tables,
-                               error_flags, window)
+                               error_flags, window, k_scale_cache, v_scale_cache)
 
 
 @_paged_cache_attend_op.register_fake
 def _paged_cache_attend_fake(q, k, v, k_cache, v_cache, layer, positions, block_tables,
-                             error_flags, window):
+                             error_flags, window, k_scale_cache=None, v_scale_cache=None):
     b, hq, n, d = q.shape
     return q.new_empty((b, n, hq, d))
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-paged-kv-cache-fp8-store>>[init]
+def _scale_pools(config: MiniGPTConfig, num_blocks: int, block_size: int,
+                 device: torch.device | str | None) -> torch.Tensor:
+    """One float32 scale per slot and kv head of every layer's pool: (L, num_blocks, block_size,
+    Hkv), stored head-major in each block so that a tile's scales of one kv head are
+    contiguous; ones until a token's own are written (a slot is never read before)."""
+    shape = (config.n_layers, num_blocks, config.n_kv_heads, block_size)
+    return torch.ones(shape, dtype=torch.float32, device=device).transpose(2, 3)
+
+
+def _store_fp8(pool: torch.Tensor, scale: torch.Tensor, slots: torch.Tensor,
+               new: torch.Tensor) -> None:
+    """Quantise new (n, Hkv, d) per token and kv head and store it at the flat slots (n,) of
+    pool (num_blocks, block_size, Hkv, d) float8_e4m3fn, its scales (n, Hkv) at the same slots
+    of scale (num_blocks, block_size, Hkv), in place."""
+    x8, s = quantize_kv(new)
+    # index_copy_ has no float8 kernel on the CPU: the same bytes, copied as uint8
+    pool.flatten(0, 1).view(torch.uint8).index_copy_(0, slots, x8.view(torch.uint8))
+    block_size = pool.shape[1]
+    scale[slots // block_size, slots % block_size] = s  # a strided view: indexed in place
 # ~/~ end
 # ~/~ end

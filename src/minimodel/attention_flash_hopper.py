@@ -9,7 +9,6 @@ Tangled from docs/lab/02b-flash-hopper.md; edit the page, not this file.
 import functools
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -28,6 +27,8 @@ from minimodel.kernels import (
     INTERPRET,
     LN2,
     LOG2E,
+    capability,
+    cdiv,
     check_forward_only,
     num_sms,
     padded_width,
@@ -377,7 +378,7 @@ def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
             f"{q.device}{' under TRITON_INTERPRET=1' if INTERPRET else ''}: Gluon kernels do not "
             "run in Triton's interpreter. flash_attention runs there"
         )
-    if (cc := torch.cuda.get_device_capability(q.device))[0] != 9:
+    if (cc := capability(q.device.index))[0] != 9:
         raise ValueError(
             "flash_attention_hopper issues Hopper's warpgroup MMA (wgmma) and register "
             f"reallocation, which only compute capability 9.x has; got {cc[0]}.{cc[1]} on "
@@ -435,11 +436,13 @@ def flash_attention_hopper(
     head_dim = 64 if d <= 64 else 128  # the tile's width; the TMA zero-fills d..head_dim
 
     width = padded_width(d, q.element_size())
-    o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)[..., :d]
+    o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)
+    if width != d:  # rows padded to 16 bytes; a view only then (each view costs host time)
+        o = o[..., :d]
     lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
-    n_m = triton.cdiv(nq, BLOCK_M)
+    n_m = cdiv(nq, BLOCK_M)
     n_items = n_m * b * hq
-    pairs = triton.cdiv(n_items, 2)
+    pairs = cdiv(n_items, 2)
     grid = (min(pairs, num_sms(q.device)) if persistent else pairs,)
     _attn_fwd_ws[grid](
         _descriptor(q, BLOCK_M // 2, head_dim), _descriptor(k, BLOCK_N, head_dim),

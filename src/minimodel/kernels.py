@@ -16,8 +16,9 @@ import triton.language as tl
 
 from minimodel.checks import check_int  # the kernels' integer arguments: checked as everywhere
 
-__all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "check_forward_only", "check_int",
-           "key_range", "num_sms", "padded_width", "tma_layout", "tma_ready", "tma_strides"]
+__all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "capability", "cdiv",
+           "check_forward_only", "check_int", "key_range", "next_power_of_2", "num_sms",
+           "padded_width", "tma_layout", "tma_ready", "tma_strides"]
 
 # ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
 # Read when this module is imported, like triton itself reads it: set it before importing.
@@ -49,6 +50,25 @@ def num_sms(device: torch.device) -> int:
 @functools.cache
 def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@functools.cache
+def capability(index: int) -> tuple[int, int]:
+    """torch.cuda.get_device_capability of device `index`, read once (each read costs µs)."""
+    return torch.cuda.get_device_capability(index)
+
+
+# Host arithmetic of the launch wrappers. triton.cdiv and triton.next_power_of_2 are constexpr
+# functions, made to be called inside kernels: from Python each call costs about 1.5 µs, a
+# sizeable share of a decode step's host time. These are the plain versions.
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for ints, b > 0."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n, for n >= 0 (0 for n = 0, as triton's)."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
 # ~/~ end
 
 

@@ -6,6 +6,8 @@ reading K and V through a block table.
 Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 """
 
+import functools
+import threading
 from typing import NamedTuple
 
 import torch
@@ -17,15 +19,17 @@ from minimodel.kernels import (
     LN2,
     LOG2E,
     SUPPORTED_DTYPES,
+    cdiv,
     check_forward_only,
     check_int,
     key_range,
+    next_power_of_2,
     num_sms,
 )
 from minimodel.reference import check_mask_args, resolve_scale
 
-__all__ = ["ERR_BAD_ENTRY", "ERR_BAD_LENGTH", "ERR_BAD_QUERY_START", "choose_num_splits",
-           "paged_decode", "paged_prefill"]
+__all__ = ["ERR_BAD_ENTRY", "ERR_BAD_LENGTH", "ERR_BAD_QUERY_START", "FP8_DTYPE", "FP8_MAX",
+           "choose_num_splits", "dequantize_kv", "paged_decode", "paged_prefill", "quantize_kv"]
 
 # The bits of the fast path's error flags (see `paged_decode`), and the kernels' copies of them.
 ERR_BAD_ENTRY = 1  # a table entry a sequence reads lies outside the pool
@@ -34,6 +38,22 @@ ERR_BAD_QUERY_START = 4  # prefill: a chunk's rows outside q, backwards, or a ga
 _BAD_ENTRY = tl.constexpr(ERR_BAD_ENTRY)
 _BAD_LENGTH = tl.constexpr(ERR_BAD_LENGTH)
 _BAD_QUERY_START = tl.constexpr(ERR_BAD_QUERY_START)
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-scaled-pv>>[init]
+@triton.jit
+def _scaled_pv(acc, p, v, v_scale, DOT_PRECISION: tl.constexpr):
+    """acc + P~ diag(s) V^ for a tile of values stored in 8 bits: V^ (BLOCK_N, HEAD_DIM) already
+    in the compute dtype, row j standing for s_j V^_j (v_scale: (BLOCK_N,) float32, 0 for a key
+    not visible). The scales fold into P~'s columns (BLOCK_G x BLOCK_N products, not
+    BLOCK_N x HEAD_DIM), the tile's largest taken out first: P~_hj s_j / s_max lies in [0, 1] as
+    P~_hj does, where P~_hj s_j itself (s_j = amax_j / 448) can fall below float16's normal
+    range and lose its bits on the way to the tensor cores."""
+    s_max = tl.max(v_scale, 0)
+    s_max = tl.where(s_max > 0.0, s_max, 1.0)  # no visible key in the tile: every s_j is 0
+    pv = tl.dot((p * (v_scale / s_max)[None, :]).to(v.dtype), v, input_precision=DOT_PRECISION)
+    return acc + s_max * pv
+# ~/~ end
+
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-kernel>>[init]
 @triton.jit(do_not_specialize=["n_k", "window", "split_len", "n_kv_heads", "group", "num_blocks",
@@ -47,9 +67,11 @@ def _paged_decode_fwd(
     stride_tb, stride_tc, stride_len, stride_err,
     stride_ob, stride_oh, stride_os, stride_od,
     stride_lb, stride_lh, stride_ls,
+    ks_ptr, vs_ptr, stride_ksblk, stride_ksslot, stride_ksh, stride_vsblk, stride_vsslot,
+    stride_vsh,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
-    HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
 ):
     off_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -91,16 +113,19 @@ def _paged_decode_fwd(
     acc = tl.zeros([BLOCK_G, HEAD_DIM], tl.float32)  # running sum of P~ V
     offs_n = tl.arange(0, BLOCK_N)
     bad_keys = tl.zeros([BLOCK_N], tl.int32)  # keys whose table entry lies outside the pool
-    table = table_ptr + b64 * stride_tb
     k_head = k_ptr + off_hkv * stride_kh
     v_head = v_ptr + off_hkv * stride_vh
     k_cols = cols64[None, :] * stride_kd
     v_cols = cols64[None, :] * stride_vd
+    if FP8:  # 8-bit pools (paged only): one float32 scale per (block, slot) of this kv head
+        ks_head = ks_ptr + off_hkv * stride_ksh
+        vs_head = vs_ptr + off_hkv * stride_vsh
     for start_n in tl.range(start, end, BLOCK_N):
         j = start_n + offs_n  # key positions of this tile
         visible = (j >= lo) & (j < end)
         if PAGED:
             # 0 <= start_n and j < end <= ctx <= capacity: every entry read is in this row.
+            table = table_ptr + b64 * stride_tb  # this sequence's row
             if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
                 phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
             else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
@@ -121,7 +146,11 @@ def _paged_decode_fwd(
         if D != HEAD_DIM:
             kv_mask = kv_mask & (cols[None, :] < D)
         k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)
-        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # q_h.k_j, all g heads at once
+        # q_h.k_j, all g heads at once (an 8-bit K converted to q's dtype, exactly)
+        qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION)
+        if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column of scores
+            qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot, mask=visible,
+                              other=0.0)[None, :]
         s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # A tile whose every entry was refused has no visible key: m_new may still be -inf.
@@ -131,7 +160,12 @@ def _paged_decode_fwd(
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_head + v_rows[:, None] + v_cols, mask=kv_mask, other=0.0)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc += P~ V
+        if FP8:  # acc += P~ diag(s) V^, the scales folded into P~'s columns
+            v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot, mask=visible,
+                           other=0.0)
+            acc = _scaled_pv(acc, p, v.to(q.dtype), v_sc, DOT_PRECISION)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc += P~ V
         m_i = m_new
 
     empty = l_i == 0.0  # no key in this split (or a context of length 0): O = 0, lse = -inf
@@ -202,10 +236,11 @@ def _merge_splits(
 def _paged_prefill_inner(
     acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, lo, hi, lo_seen, hi_seen, window,
     qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd, stride_vblk,
-    stride_vslot, stride_vd,
+    stride_vslot, stride_vd, ks_head, vs_head, stride_ksblk, stride_ksslot, stride_vsblk,
+    stride_vsslot,
     BLOCK_N: tl.constexpr, D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_SIZE: tl.constexpr,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
 ):
     """Stream key tiles [lo, hi) of one kv head, gathered through the block table, past one Q
     tile. Only keys in [lo_seen, hi_seen) (seen by some row of the tile) are ever loaded; a
@@ -233,7 +268,14 @@ def _paged_prefill_inner(
         slot = (j % BLOCK_SIZE).to(tl.int64)
         k = tl.load(k_head + (phys * stride_kblk + slot * stride_kslot)[:, None]
                     + cols64[None, :] * stride_kd, mask=kv_mask, other=0.0)
-        qk = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+        qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION)
+        if FP8:  # as in the decode kernel: key j's scale multiplies its column of scores
+            if MASKED:
+                k_sc = tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot, mask=seen,
+                               other=0.0)
+            else:
+                k_sc = tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot)
+            qk = qk * k_sc[None, :]
         if MASKED:
             visible = seen[None, :]
             if CAUSAL:
@@ -253,7 +295,15 @@ def _paged_prefill_inner(
         v = tl.load(v_head + (phys * stride_vblk + slot * stride_vslot)[:, None]
                     + cols64[None, :] * stride_vd, mask=kv_mask, other=0.0)
         acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
+        if FP8:
+            if MASKED:
+                v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot, mask=seen,
+                               other=0.0)
+            else:
+                v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot)
+            acc = _scaled_pv(acc, p, v.to(q.dtype), v_sc, DOT_PRECISION)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)
         m_i = m_new
     return acc, l_i, m_i, n_bad
 
@@ -282,9 +332,10 @@ def _paged_prefill_tile(
     num_blocks, stride_tc, stride_qt, stride_qh, stride_qd,
     stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
     stride_ot, stride_oh, stride_od, stride_lt, stride_lh,
+    ks_head, vs_head, stride_ksblk, stride_ksslot, stride_vsblk, stride_vsslot,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
-    DOT_PRECISION: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
 ):
     """Rows [m0, m0 + BLOCK_M) of one sequence's chunk, one query head; returns how many keys
     it refused for a table entry outside the pool."""
@@ -322,18 +373,21 @@ def _paged_prefill_tile(
     acc, l_i, m_i, n_bad = _paged_prefill_inner(  # the window's edge: masked
         acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, lo, full_lo, lo_seen, hi_seen,
         window, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd,
-        stride_vblk, stride_vslot, stride_vd,
-        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION)
+        stride_vblk, stride_vslot, stride_vd, ks_head, vs_head, stride_ksblk, stride_ksslot,
+        stride_vsblk, stride_vsslot,
+        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION, FP8)
     acc, l_i, m_i, n_bad = _paged_prefill_inner(  # the interior: no mask at all
         acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, full_lo, full_hi, lo_seen, hi_seen,
         window, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd,
-        stride_vblk, stride_vslot, stride_vd,
-        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, False, CAUSAL, WINDOWED, DOT_PRECISION)
+        stride_vblk, stride_vslot, stride_vd, ks_head, vs_head, stride_ksblk, stride_ksslot,
+        stride_vsblk, stride_vsslot,
+        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, False, CAUSAL, WINDOWED, DOT_PRECISION, FP8)
     acc, l_i, m_i, n_bad = _paged_prefill_inner(  # the diagonal and the ragged end: masked
         acc, l_i, m_i, n_bad, q, k_head, v_head, table, p_i, full_hi, hi, lo_seen, hi_seen,
         window, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd,
-        stride_vblk, stride_vslot, stride_vd,
-        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION)
+        stride_vblk, stride_vslot, stride_vd, ks_head, vs_head, stride_ksblk, stride_ksslot,
+        stride_vsblk, stride_vsslot,
+        BLOCK_N, D, HEAD_DIM, BLOCK_SIZE, True, CAUSAL, WINDOWED, DOT_PRECISION, FP8)
 
     empty = l_i == 0.0
     l_safe = tl.where(empty, 1.0, l_i)
@@ -356,9 +410,11 @@ def _paged_prefill_fwd(
     stride_tb, stride_tc, stride_len, stride_start, stride_err,
     stride_ot, stride_oh, stride_od,
     stride_lt, stride_lh,
+    ks_ptr, vs_ptr, stride_ksblk, stride_ksslot, stride_ksh, stride_vsblk, stride_vsslot,
+    stride_vsh,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, CAUSAL: tl.constexpr, WINDOWED: tl.constexpr,
-    HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
 ):
     start_m = tl.program_id(0)
     off_bh = tl.program_id(1)
@@ -382,6 +438,8 @@ def _paged_prefill_fwd(
     table = table_ptr + b64 * stride_tb
     k_head = k_ptr + off_hkv * stride_kh
     v_head = v_ptr + off_hkv * stride_vh
+    ks_head = ks_ptr + off_hkv * stride_ksh  # 8-bit pools: this kv head's scales (else unused)
+    vs_head = vs_ptr + off_hkv * stride_vsh
     n_bad = tl.zeros([], tl.int32)
     # The grid covers max_query_len rows; a longer chunk (max_query_len too small) has its
     # later tiles done by the same programs, one grid's height apart: slower, never wrong.
@@ -391,7 +449,8 @@ def _paged_prefill_fwd(
             qk_scale, window, num_blocks, stride_tc, stride_qt, stride_qh, stride_qd,
             stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot, stride_vd,
             stride_ot, stride_oh, stride_od, stride_lt, stride_lh,
-            D, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_SIZE, CAUSAL, WINDOWED, DOT_PRECISION)
+            ks_head, vs_head, stride_ksblk, stride_ksslot, stride_vsblk, stride_vsslot,
+            D, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_SIZE, CAUSAL, WINDOWED, DOT_PRECISION, FP8)
     if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here
         code = tl.where(n_bad > 0, _BAD_ENTRY, 0)
         code |= tl.where(bad_len & (start_m == 0), _BAD_LENGTH, 0)
@@ -457,8 +516,8 @@ def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: in
     target = PROGRAMS_PER_SM * num_sms
     if programs >= target:
         return 1
-    tiles = triton.cdiv(max(context_len, 1), block_n)
-    return max(1, min(triton.cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
+    tiles = cdiv(max(context_len, 1), block_n)
+    return max(1, min(cdiv(target, programs), tiles // MIN_TILES_PER_SPLIT, MAX_SPLITS))
 # ~/~ end
 
 
@@ -506,7 +565,8 @@ def _check_pools(q_heads: int, d: int, dtype: torch.dtype, k_pool: torch.Tensor,
     if k_pool.shape != v_pool.shape:
         raise ValueError(f"k_pool and v_pool must have the same shape, got "
                          f"{tuple(k_pool.shape)} and {tuple(v_pool.shape)}")
-    if not (k_pool.dtype == v_pool.dtype == dtype):
+    if FP8_DTYPE not in (k_pool.dtype, v_pool.dtype) and not (
+            k_pool.dtype == v_pool.dtype == dtype):  # 8-bit pools: _check_kv_scales
         raise ValueError(f"q and the pools must share one dtype, got {dtype}, {k_pool.dtype}, "
                          f"{v_pool.dtype}")
     num_blocks, block_size, hkv, dk = k_pool.shape
@@ -595,6 +655,141 @@ def _check_data(block_tables: torch.Tensor, context_lens: torch.Tensor, num_bloc
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-quantize>>[init]
+FP8_DTYPE = torch.float8_e4m3fn  # e4m3: 4 exponent bits, 3 mantissa bits, no infinities
+FP8_MAX = 448.0  # e4m3's largest finite value, 1.75 x 2^8
+
+
+def quantize_kv(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Keys or values x: (..., d), one row per token and kv head, in 8 bits with a scale per row.
+
+    Returns (x8, scale): x8 (..., d) float8_e4m3fn and scale (...) float32 with x ~ x8 * scale,
+    the row's largest |x| mapped to FP8_MAX (scale = amax / 448, at least float32's smallest
+    normal number, so that a row of zeros gets a positive scale). Each row on its own, once: a
+    cache that appends tokens never quantises a stored one again. Rounding to nearest:
+    |x - x8 * scale| <= 2^-4 |x| + 2^-10 scale. A row holding NaN or inf gets a NaN or inf
+    scale, which the kernels' checked path refuses. x: float16, bfloat16, float32 or float64.
+    """
+    if not isinstance(x, torch.Tensor):
+        raise ValueError(f"x must be a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point() or x.element_size() < 2:  # no 8-bit input: quantised already
+        raise ValueError(f"x must be float16, bfloat16, float32 or float64, got {x.dtype}")
+    if x.dim() < 1 or x.shape[-1] < 1:
+        raise ValueError(f"x must be (..., d) with d >= 1, got shape {tuple(x.shape)}")
+    xf = x.float()
+    scale = (xf.abs().amax(-1) / FP8_MAX).clamp(min=torch.finfo(torch.float32).tiny)
+    # |x / scale| <= 448 up to float32 rounding: the clamp keeps a rounding just past it at 448
+    x8 = (xf / scale[..., None]).clamp(-FP8_MAX, FP8_MAX).to(FP8_DTYPE)
+    return x8, scale
+
+
+def dequantize_kv(x8: torch.Tensor, scale: torch.Tensor,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """The values an 8-bit row stands for: x8 (..., d) float8_e4m3fn times scale (...) float32,
+    in `dtype` (the product is exact in float64, then rounded once)."""
+    if not isinstance(x8, torch.Tensor) or x8.dtype != FP8_DTYPE:
+        raise ValueError(f"x8 must be a {FP8_DTYPE} tensor, got "
+                         f"{getattr(x8, 'dtype', type(x8).__name__)}")
+    if (not isinstance(scale, torch.Tensor) or scale.dtype != torch.float32
+            or scale.shape != x8.shape[:-1]):
+        raise ValueError(f"scale must be float32 of shape {tuple(x8.shape[:-1])} (one per row of "
+                         f"x8), got {getattr(scale, 'dtype', type(scale).__name__)} of shape "
+                         f"{tuple(getattr(scale, 'shape', ()))}")
+    return (x8.double() * scale.double()[..., None]).to(dtype)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-checks>>[init]
+def _check_kv_scales(k_pool: torch.Tensor, v_pool: torch.Tensor, k_scale: torch.Tensor | None,
+                     v_scale: torch.Tensor | None,
+                     device: torch.device) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """None for 16-bit pools (which take no scales); (k_scale, v_scale) for 8-bit pools, each
+    (num_blocks, block_size, Hkv) float32 on the pools' device. Run after _check_pools."""
+    is_fp8 = (k_pool.dtype == FP8_DTYPE, v_pool.dtype == FP8_DTYPE)
+    if not any(is_fp8):
+        if k_scale is not None or v_scale is not None:
+            raise ValueError(f"k_scale and v_scale go with {FP8_DTYPE} pools only, and these "
+                             f"pools are {k_pool.dtype}: pass no scales")
+        return None
+    if not all(is_fp8):
+        raise ValueError(f"k_pool and v_pool must both be {FP8_DTYPE} or neither, got k_pool "
+                         f"{k_pool.dtype} and v_pool {v_pool.dtype}")
+    shape = tuple(k_pool.shape[:3])
+    missing = [name for name, s in (("k_scale", k_scale), ("v_scale", v_scale)) if s is None]
+    if missing:
+        raise ValueError(f"{FP8_DTYPE} pools need k_scale and v_scale, float32 of shape {shape} "
+                         f"(one per slot and kv head); missing: {', '.join(missing)}")
+    for name, s in (("k_scale", k_scale), ("v_scale", v_scale)):
+        _check_tensor(name, s, 3, "(num_blocks, block_size, Hkv)")
+        if tuple(s.shape) != shape:
+            raise ValueError(f"{name} must have shape {shape} (one scale per slot and kv head of "
+                             f"the pools {tuple(k_pool.shape)}), got {tuple(s.shape)}")
+        if s.dtype != torch.float32:
+            raise ValueError(f"{name} must be float32, got {s.dtype}")
+        if s.device != device:
+            raise ValueError(f"{name} must be on {device} with q and the pools, got {s.device}")
+    check_forward_only("paged attention", k_scale, v_scale, why="a scale requires grad")
+    if not INTERPRET and _capability(device) < (8, 9):
+        raise ValueError(f"{FP8_DTYPE} pools need a GPU of compute capability 8.9 or later "
+                         f"(Triton's float8e4nv), got {_capability(device)} on {device}")
+    return k_scale, v_scale
+
+
+@functools.cache
+def _capability_of(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+def _capability(device: torch.device) -> tuple[int, int]:
+    return _capability_of(device.index if device.index is not None
+                          else torch.cuda.current_device())
+
+
+def _check_scale_data(block_tables: torch.Tensor, context_lens: torch.Tensor,
+                      scales: tuple[torch.Tensor, torch.Tensor], block_size: int,
+                      window: int | None, query_start_loc: torch.Tensor | None = None) -> None:
+    """The checked path with 8-bit pools, once _check_data has found the lengths and the table
+    entries good: every scale a sequence reads (its keys [first, ctx) as _check_data counts
+    them, every kv head) is finite and positive. One more sync; raises ValueError naming the
+    first bad scale (K's before V's)."""
+    lens = context_lens.long()
+    if query_start_loc is None:
+        n_new = torch.ones_like(lens)
+    else:
+        n_new = (query_start_loc[1:] - query_start_loc[:-1]).long()
+    first = (lens - n_new - window + 1).clamp(min=0) if window is not None else 0 * lens
+    b, capacity = lens.shape[0], block_tables.shape[1] * block_size
+    pos = torch.arange(capacity, device=lens.device)
+    reads = (n_new > 0)[:, None] & (pos >= first[:, None]) & (pos < lens[:, None])
+    blocks = torch.where(reads, block_tables.long()[:, pos // block_size], 0)  # -1: not read
+    values = torch.stack([s[blocks, pos % block_size] for s in scales])  # (2, B, capacity, Hkv)
+    bad = reads[None, :, :, None] & ~((values > 0) & values.isfinite())
+    hkv = values.shape[-1]
+    at = bad.flatten().int().argmax()
+    facts = torch.stack((bad.any().double(), at.double(), values.flatten()[at].double(),
+                         blocks.flatten()[at // hkv % (b * capacity)].double())).tolist()
+    any_bad, at, value, block = facts
+    if any_bad:
+        which, rest = divmod(int(at), b * capacity * hkv)
+        seq, rest = divmod(rest, capacity * hkv)
+        key, head = divmod(rest, hkv)
+        raise ValueError(f"{('k_scale', 'v_scale')[which]}[{int(block)}, {key % block_size}, "
+                         f"{head}] = {value} is not a finite positive scale, and sequence {seq} "
+                         f"reads it (key {key}, block_tables[{seq}, {key // block_size}])")
+
+
+def _scale_args(scales: tuple[torch.Tensor, torch.Tensor] | None,
+                stand_in: torch.Tensor) -> tuple:
+    """The kernels' scale arguments: k_scale, v_scale and their (block, slot, head) strides; for
+    16-bit pools a stand-in pointer (None where the kernel never touches it: a free launch
+    argument) and zero strides (FP8=False never reads them)."""
+    if scales is None:
+        return (stand_in, stand_in, 0, 0, 0, 0, 0, 0)
+    k_scale, v_scale = scales
+    return (k_scale, v_scale, *k_scale.stride(), *v_scale.stride())
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-wrapper>>[init]
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-interface>>[init]
 def paged_decode(
@@ -610,6 +805,8 @@ def paged_decode(
     scale: float | None = None,
     return_lse: bool = False,
     error_flags: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention: one new query token per sequence against its paged KV cache.
 
@@ -620,6 +817,13 @@ def paged_decode(
     to max_blocks * block_size. num_splits overrides the split of each context across programs.
     window=W keeps the W latest keys. float16 / bfloat16 / float32 (no bfloat16 under the
     interpreter); d a multiple of 8 in [16, 256]. Index tensors are read through their strides.
+
+    8-bit pools (an extension, not part of the lab's task): k_pool and v_pool both
+    torch.float8_e4m3fn, with k_scale and v_scale (num_blocks, block_size, Hkv) float32 (any
+    strides), one scale per slot and kv head: the key in slot s of block blk, head h, is
+    k_pool[blk, s, h, :] * k_scale[blk, s, h] (quantize_kv makes both); the same for V. Scales
+    go with 8-bit pools and only with them. The checked path also checks that every scale a
+    sequence reads is finite and positive (a second sync); the fast path trusts them.
 
     Checked path (max_context_len omitted): one device sync checks the lengths and every table
     entry a sequence reads against the pool, and raises ValueError naming the first bad one.
@@ -640,6 +844,7 @@ def paged_decode(
     _check_device_and_dtype(q, k_pool, v_pool, block_tables, context_lens)
     _check_head_dim(d)
     hkv, block_size = _check_pools(hq, d, q.dtype, k_pool, v_pool)
+    scales = _check_kv_scales(k_pool, v_pool, k_scale, v_scale, q.device)  # None: 16-bit pools
     _check_table(block_tables, context_lens, b)
     _check_error_flags(error_flags, b, q.device)
     check_mask_args(True, window)
@@ -653,14 +858,16 @@ def paged_decode(
         o = torch.empty_like(q)
         lse = torch.empty((b, hq), dtype=torch.float32, device=q.device)
         return (o, lse) if return_lse else o
-    if max_context_len is None:  # the checked path: one sync
+    if max_context_len is None:  # the checked path: one sync (two with 8-bit pools)
         max_context_len = _check_data(block_tables, context_lens, k_pool.shape[0], block_size,
                                       window, total_q=b)
+        if scales is not None:
+            _check_scale_data(block_tables, context_lens, scales, block_size, window)
     o, lse = _launch_decode(q, k_pool, v_pool, block_tables, context_lens, n_k=0,
                             strides_k=k_pool.stride(), strides_v=v_pool.stride(),
                             block_size=block_size, n_kv_heads=hkv,
                             max_context_len=max_context_len, num_splits=num_splits,
-                            window=window, tau=tau, error_flags=error_flags)
+                            window=window, tau=tau, error_flags=error_flags, scales=scales)
     return (o, lse) if return_lse else o
 # ~/~ end
 
@@ -676,8 +883,9 @@ def decode_contiguous(
     num_splits: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The decode kernel on a contiguous cache k, v: (B, Hkv, N, d), read in place: sequence b is
-    'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d); inputs checked by
-    the caller (minimodel.attention). Returns (O (B, Hq, d), lse (B, Hq))."""
+    'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d) or (B, Hq, 1, d);
+    inputs checked by the caller (minimodel.attention). Returns (O, lse) shaped as q and as q
+    less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1)."""
     _check_device_and_dtype(q, k, v)
     _check_head_dim(q.shape[-1])
     if num_splits is not None:
@@ -695,35 +903,36 @@ def decode_contiguous(
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
 def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strides_v,
                    block_size, n_kv_heads, max_context_len, num_splits, window, tau, out=None,
-                   workspace=None, error_flags=None):
+                   workspace=None, error_flags=None, scales=None):
     """Launch the decode kernel (and the merge when the context is split): through the block
     table and context lengths when they are given, else on a contiguous cache of n_k keys per
-    sequence (block_tables = context_lens = None). `out` = (O, lse) and `workspace` = (O_u
-    (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given preallocated (as a CUDA
-    graph needs); they are allocated here otherwise."""
+    sequence (block_tables = context_lens = None). q is (B, Hq, d), or (B, Hq, 1, d) as
+    `attention` holds it. `out` = (O, lse), shaped like q and q less its last dim, and
+    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given
+    preallocated; they are allocated here otherwise (the workspace reused, see _workspace).
+    `scales` = (k_scale, v_scale) with 8-bit pools (paged only)."""
     paged = block_tables is not None
-    b, hq, d = q.shape
-    head_dim = max(16, triton.next_power_of_2(d))
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    head_dim = max(16, next_power_of_2(d))
     cfg = decode_config(head_dim, q.element_size())
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     if num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device))
-    split_len = triton.cdiv(triton.cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
+    split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     group = hq // n_kv_heads
     if out is None:
-        out = (torch.empty((b, hq, d), dtype=q.dtype, device=q.device),
-               torch.empty((b, hq), dtype=torch.float32, device=q.device))
+        out = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+               torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
     o, lse = out
     if num_splits == 1:  # one program per (sequence, kv head) writes the result itself
         o_dst, lse_dst = o, lse
-        so = (o.stride(0), o.stride(1), 0, o.stride(2))
+        so = (o.stride(0), o.stride(1), 0, o.stride(-1))
         sl = (lse.stride(0), lse.stride(1), 0)
     else:  # partial (O_u, lse_u) per split, merged below
         if workspace is None:
-            workspace = (torch.empty((b, hq, num_splits, d), dtype=torch.float32, device=q.device),
-                         torch.empty((b, hq, num_splits), dtype=torch.float32, device=q.device))
+            workspace = _workspace(q.device, b, hq, num_splits, d)
         o_dst, lse_dst = workspace
         so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
         sl = lse_dst.stride()
@@ -731,29 +940,59 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         tables = (block_tables.stride(0), block_tables.stride(1), context_lens.stride(0))
         num_blocks = k.shape[0]
         capacity = min(block_tables.shape[1] * block_size, 2**31 - 1)
-    else:  # PAGED=False never reads the table or the lengths: q stands in for both pointers
+    else:  # PAGED=False never reads the table or the lengths: None for both pointers
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
-        block_tables = context_lens = q
-    flags = error_flags if error_flags is not None else o  # never written without HAS_ERR
+    # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
+    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
     _paged_decode_fwd[(b * n_kv_heads, num_splits)](
-        q, k, v, block_tables, context_lens, o_dst, lse_dst, flags,
+        q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
-        *q.stride(), *strides_k, *strides_v, *tables,
+        q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
         error_flags.stride(0) if error_flags is not None else 0,
-        *so, *sl,
-        D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, triton.next_power_of_2(group)),
+        *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
+        D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, next_power_of_2(group)),
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
         HAS_ERR=error_flags is not None,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if num_splits > 1:
         _merge_splits[(b * hq,)](
             o_dst, lse_dst, o, lse, num_splits, hq,
-            *o_dst.stride(), *lse_dst.stride(), *o.stride(), *lse.stride(),
+            *o_dst.stride(), *lse_dst.stride(), o.stride(0), o.stride(1), o.stride(-1),
+            lse.stride(0), lse.stride(1),
             D=d, HEAD_DIM=head_dim, BLOCK_S=16, num_warps=4,
         )
     return o, lse
+
+
+# The split workspace of the last eager call, per (device, stream, thread): reused while the
+# shape repeats, so a decode step allocates only its outputs. Calls that share an entry are
+# issued by one thread on one stream, so the GPU runs them in order and one call's merge has read
+# the partials before the next call's splits write them. Under CUDA-graph capture every call
+# takes its own (the graph's memory pool keeps it for replay).
+_WORKSPACES: dict[tuple, tuple[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]]] = {}
+
+
+def _workspace(device: torch.device, b: int, hq: int, splits: int,
+               d: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(O_u (B, Hq, splits, d), lse_u (B, Hq, splits)), float32, for one split decode call."""
+    shape = (b, hq, splits, d)
+    capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+    if not capturing:
+        if device.type == "cuda":  # "cuda" alone names the current device
+            index = device.index if device.index is not None else torch.cuda.current_device()
+            key = ("cuda", index, torch._C._cuda_getCurrentRawStream(index), threading.get_ident())
+        else:
+            key = (device.type, device.index, 0, threading.get_ident())
+        cached = _WORKSPACES.get(key)
+        if cached is not None and cached[0] == shape:
+            return cached[1]
+    space = (torch.empty(shape, dtype=torch.float32, device=device),
+             torch.empty(shape[:-1], dtype=torch.float32, device=device))
+    if not capturing:
+        _WORKSPACES[key] = (shape, space)
+    return space
 # ~/~ end
 
 
@@ -773,6 +1012,8 @@ def paged_prefill(
     scale: float | None = None,
     return_lse: bool = False,
     error_flags: torch.Tensor | None = None,
+    k_scale: torch.Tensor | None = None,
+    v_scale: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Prefill attention: a chunk of new tokens per sequence against its paged KV cache.
 
@@ -780,8 +1021,9 @@ def paged_prefill(
     rows query_start_loc[b] to query_start_loc[b + 1] - 1 (query_start_loc: (B + 1,) int32,
     rising from 0 to total_q; a sequence may have none). Their K/V are already in the pools:
     new token i of sequence b stands at key position context_lens[b] - n_b + i (n_b its count),
-    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens and
-    error_flags as for paged_decode. causal and window=W as attention_ref has them.
+    attention_ref's bottom-right alignment. k_pool, v_pool, block_tables, context_lens,
+    error_flags, k_scale and v_scale as for paged_decode. causal and window=W as attention_ref
+    has them.
 
     Checked path (max_query_len omitted): one device sync checks the offsets, the lengths and
     the table entries the rows read, as paged_decode does. Fast path (max_query_len given, a
@@ -800,6 +1042,7 @@ def paged_prefill(
     _check_device_and_dtype(q, k_pool, v_pool, block_tables, context_lens, query_start_loc)
     _check_head_dim(d)
     hkv, block_size = _check_pools(hq, d, q.dtype, k_pool, v_pool)
+    scales = _check_kv_scales(k_pool, v_pool, k_scale, v_scale, q.device)  # None: 16-bit pools
     _check_tensor("query_start_loc", query_start_loc, 1, "(B + 1,)")
     if query_start_loc.dtype != torch.int32:
         raise ValueError(f"query_start_loc must be int32, got {query_start_loc.dtype}")
@@ -819,44 +1062,50 @@ def paged_prefill(
     if b * hq > MAX_GRID_Y:
         raise ValueError(f"paged_prefill runs one program row per (sequence, query head): B * Hq "
                          f"= {b} * {hq} must be at most {MAX_GRID_Y}")
-    if max_query_len is None:  # the checked path: one sync
+    if max_query_len is None:  # the checked path: one sync (two with 8-bit pools)
         max_query_len = _check_data(block_tables, context_lens, k_pool.shape[0], block_size,
                                     window, query_start_loc, total_q)
+        if scales is not None:
+            _check_scale_data(block_tables, context_lens, scales, block_size, window,
+                              query_start_loc)
     o, lse = _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc,
                       block_size=block_size, n_kv_heads=hkv, max_query_len=max_query_len,
-                      causal=causal, window=window, tau=tau, error_flags=error_flags)
+                      causal=causal, window=window, tau=tau, error_flags=error_flags,
+                      scales=scales)
     return (o, lse) if return_lse else o
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-prefill-launch>>[init]
 def _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc, *, block_size,
-             n_kv_heads, max_query_len, causal, window, tau, error_flags=None, out=None):
-    """Launch the prefill kernel; `out` = (O, lse) may be given preallocated, as for _decode."""
+             n_kv_heads, max_query_len, causal, window, tau, error_flags=None, out=None,
+             scales=None):
+    """Launch the prefill kernel; `out` = (O, lse) may be given preallocated, as for _decode;
+    `scales` = (k_scale, v_scale) with 8-bit pools."""
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size)
     total_q, hq, d = q.shape
     b = query_start_loc.shape[0] - 1
-    head_dim = max(16, triton.next_power_of_2(d))
+    head_dim = max(16, next_power_of_2(d))
     o, lse = out if out is not None else (
         torch.empty_like(q), torch.empty((total_q, hq), dtype=torch.float32, device=q.device))
     cfg = prefill_config(head_dim, q.element_size())
     # At least one program per (sequence, head): each also checks its offsets and length, and
     # walks every tile of its chunk however few rows max_query_len promised.
-    grid = (min(max(1, triton.cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
+    grid = (min(max(1, cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
     _paged_prefill_fwd[grid](
         q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
-        error_flags if error_flags is not None else lse,  # never written without HAS_ERR
+        error_flags,  # None without HAS_ERR: never written then
         tau * LOG2E, window or 0, hq, hq // n_kv_heads, total_q, k_pool.shape[0],
         min(block_tables.shape[1] * block_size, 2**31 - 1),
         *q.stride(), *k_pool.stride(), *v_pool.stride(), *block_tables.stride(),
         context_lens.stride(0), query_start_loc.stride(0),
         error_flags.stride(0) if error_flags is not None else 0,
-        *o.stride(), *lse.stride(),
+        *o.stride(), *lse.stride(), *_scale_args(scales, q),
         D=d, HEAD_DIM=head_dim, BLOCK_M=cfg.block_m,
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, CAUSAL=causal,
         WINDOWED=window is not None, HAS_ERR=error_flags is not None,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return o, lse

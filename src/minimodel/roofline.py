@@ -4,11 +4,13 @@
 Every FLOP and byte figure in minimodel comes from this module. Tangled from
 docs/theory/00-motivation.md (the Flash byte model from docs/theory/02-flash-attention.md, the
 MLA counts from docs/theory/04-gqa-mqa-mla.md, the per-kernel counts from
-docs/lab/01-flash-bytes.md); edit the pages, not this file. The roofs are in
-minimodel.ceilings, the figure in minimodel.roofline_plot.
+docs/lab/01-flash-bytes.md, the batches of sequences of their own lengths from
+docs/lab/05-exam.md, the 8-bit cache from docs/lab/03b-paged-kernels.md); edit the pages, not
+this file. The roofs are in minimodel.ceilings, the figure in minimodel.roofline_plot.
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from minimodel.checks import check_int
@@ -19,6 +21,7 @@ __all__ = [
     "decode_bytes", "decoder_layer_costs", "flash_attention_bytes", "flash_forward_bytes",
     "key_range", "kv_cache_bytes", "mla_cache_bytes", "mla_decode_bytes", "mla_decode_flops",
     "naive_attention_bytes", "naive_attention_bytes_per_kernel", "paged_decode_bytes",
+    "scaled_kv_cache_bytes", "varlen_attention_flops", "varlen_attention_min_bytes",
     "visible_pairs",
 ]
 
@@ -359,5 +362,64 @@ def paged_decode_bytes(
     kernel["read_tiled"] += 4 * b * hkv * entries + 4 * b * hkv * num_splits
     return step
 # ~/~ end
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/05-exam.md#roofline-varlen>>[init]
+def varlen_attention_flops(
+    hq: int, d: int, seqs: Sequence[tuple[int, int]], *, causal: bool = False,
+    window: int | None = None,
+) -> int:
+    """F of one call over sequences of their own lengths: seqs holds (nq, nk) per sequence, its
+    query rows and its keys, masks aligned bottom-right within each. The sum over the
+    sequences of attention_flops(1, hq, nq, nk, d)."""
+    _check_positive(hq=hq, d=d)
+    return sum(attention_flops(1, hq, nq, nk, d, causal=causal, window=window)
+               for nq, nk in _check_seqs(seqs))
+
+
+def varlen_attention_min_bytes(
+    hq: int, hkv: int, d: int, seqs: Sequence[tuple[int, int]], *, elem_bytes: int = 2,
+    kv_elem_bytes: int | None = None, kv_scale_bytes: int = 0,
+) -> int:
+    """Compulsory bytes of one call over sequences of their own lengths (seqs as for
+    varlen_attention_flops): every query row read and every output row written once, elem_bytes
+    an element; every sequence's K and V read once, kv_elem_bytes an element (elem_bytes unless
+    told), plus kv_scale_bytes per token, kv head and tensor: a quantised cache with one scale
+    per token and kv head for K and one for V. Equal sequences and no scales give
+    attention_min_bytes."""
+    _check_positive(hq=hq, hkv=hkv, d=d, elem_bytes=elem_bytes)
+    kv_elem = elem_bytes if kv_elem_bytes is None else kv_elem_bytes
+    _check_positive(kv_elem_bytes=kv_elem)
+    _check_nonnegative(kv_scale_bytes=kv_scale_bytes)
+    _check_heads(hq, hkv)
+    pairs = _check_seqs(seqs)
+    rows, keys = sum(nq for nq, _ in pairs), sum(nk for _, nk in pairs)
+    return 2 * elem_bytes * hq * rows * d + 2 * hkv * keys * (kv_elem * d + kv_scale_bytes)
+
+
+def _check_seqs(seqs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """seqs as a list of (nq, nk) pairs of positive ints, at least one; ValueError otherwise."""
+    pairs = list(seqs) if isinstance(seqs, list | tuple) else None
+    if not pairs:
+        raise ValueError(f"seqs must be a non-empty list of (nq, nk) pairs, got {seqs!r}")
+    for i, pair in enumerate(pairs):
+        if not (isinstance(pair, tuple | list) and len(pair) == 2):
+            raise ValueError(f"seqs[{i}] must be an (nq, nk) pair, got {pair!r}")
+        _check_positive(**{f"seqs[{i}] nq": pair[0], f"seqs[{i}] nk": pair[1]})
+    return [tuple(p) for p in pairs]
+# ~/~ end
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#roofline-fp8>>[init]
+def scaled_kv_cache_bytes(
+    n_layers: int, n_kv_heads: int, head_dim: int, tokens: int, *, batch: int = 1,
+    elem_bytes: int = 1, scale_bytes: int = 4,
+) -> int:
+    """A KV cache of `elem_bytes` per element with one scale of `scale_bytes` per token and kv
+    head, for K and for V: 2 * L * Hkv * (d * E + S) bytes a token (E = 1, S = 4: e4m3 with
+    float32 scales; S = 0 is kv_cache_bytes)."""
+    _check_positive(n_layers=n_layers, n_kv_heads=n_kv_heads, head_dim=head_dim, batch=batch,
+                    elem_bytes=elem_bytes)
+    _check_nonnegative(tokens=tokens, scale_bytes=scale_bytes)
+    return 2 * n_layers * n_kv_heads * (head_dim * elem_bytes + scale_bytes) * tokens * batch
 # ~/~ end
 # ~/~ end

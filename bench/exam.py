@@ -1,0 +1,584 @@
+"""The phase's exam (docs/lab/05-exam.md): six attention variants the course never built, each
+predicted from the models before it is measured.
+
+    python -m bench.exam --predict     # data/exam-predictions.json: no GPU, the models and the
+                                       # committed roofs only
+    PYTHONPATH=src python -m bench.exam --measure              # on the H200: data/exam-h200.json
+    python -m bench.exam --measure --smoke --out /tmp/x.json   # tiny shapes, any machine (a CPU
+                                                               # runs the kernels interpreted)
+
+The predictions use nothing measured but the committed roofs: the matmul and copy rates of
+data/ceilings-h200.json and the exp2 rate of data/mufu-h200.json (read by
+minimodel.predictions.h200_roofs, the skeleton's given helper). Each case is described here by
+its shapes alone, and its FLOPs and bytes come from minimodel.roofline's varlen counts; the lab's
+solution module computes the same numbers by its own expressions, and tests/test_predictions.py
+holds it (and a learner's module) to the file this writes.
+
+The measurement runs each case through the API the page names (`paged_decode`, `paged_prefill`,
+`minimodel.attention`) on random fp16 inputs, paged calls on blocks of 16 in a random order of
+physical blocks and on their fast path (no sync: capturable). Each output is checked against the
+float32 reference (the first and the last sequence; of a long sequence its last rows, of GQA its
+first kv head's group) before anything is timed; then every implementation of a variant is timed
+from a CUDA graph (bench.core.time_ms, graph replay: the GPU's time, no host time), two rounds in
+turns, the median kept. Beside ours, the peer anchor where one exists: SDPA's cuDNN backend on
+contiguous tensors of the same shapes (no sliding window there; a ragged batch only as its two
+parts). Variant 1's FP8 cache is measured only once `paged_decode` takes float8_e4m3fn pools with
+k_scale / v_scale of shape (num_blocks, block_size, Hkv), float32 (issue #27); until then the case
+is recorded as skipped, saying why. The device's copy rate is measured in the same run. Variant
+3's "apart" is the prefill call and the decode call replayed one after the other in one graph.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import inspect
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from bench.core import DATA, ROOT, commit, environment, error, in_blocks, randn, save, sdpa, time_ms
+
+PREDICTIONS = DATA / "exam-predictions.json"
+MEASURED = DATA / "exam-h200.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One case of one variant: the call's shapes, and the API that runs it."""
+
+    function: str  # the function of minimodel.predictions that answers it
+    case: str  # its key in that function's dictionary
+    hq: int
+    hkv: int
+    d: int
+    groups: tuple[tuple[int, int, int], ...]  # (sequences, query rows, keys) of each kind
+    causal: bool = True
+    window: int | None = None
+    kv_dtype: str = "float16"  # "float8_e4m3fn": one byte an element plus float32 scales
+    run: str = "attention"  # "attention", "paged_decode" or "paged_prefill"
+
+    @property
+    def seqs(self) -> list[tuple[int, int]]:
+        """(query rows, keys) of every sequence of the call, in order."""
+        return [(nq, nk) for count, nq, nk in self.groups for _ in range(count)]
+
+
+FP8 = "float8_e4m3fn"
+FP8_SCALE_BYTES = 4  # one float32 scale per token, kv head and tensor (K, V): the assumption
+
+CASES = [
+    Case("fp8_kv_decode", "fp8", 64, 8, 128, ((16, 1, 16384),), kv_dtype=FP8, run="paged_decode"),
+    Case("fp8_kv_decode", "fp16", 64, 8, 128, ((16, 1, 16384),), run="paged_decode"),
+    *(
+        Case("verification", f"k{k}", 32, 8, 128, ((64, k, 4096),), run="paged_prefill")
+        for k in (2, 4, 8)
+    ),
+    Case("mixed_batch", "mixed", 32, 8, 128, ((1, 8192, 8192), (63, 1, 4096)), run="paged_prefill"),
+    Case("mixed_batch", "prefill", 32, 8, 128, ((1, 8192, 8192),), run="paged_prefill"),
+    Case("mixed_batch", "decode", 32, 8, 128, ((63, 1, 4096),), run="paged_decode"),
+    Case("sliding_window_prefill", "window", 32, 4, 64, ((1, 65536, 65536),), window=2048),
+    Case("sliding_window_prefill", "causal", 32, 4, 64, ((1, 65536, 65536),)),
+    Case("cross_attention", "cross", 32, 32, 128, ((64, 64, 4096),), causal=False),
+    Case("mqa_decode", "mqa", 64, 1, 128, ((256, 1, 2048),)),
+    Case("mqa_decode", "gqa8", 64, 8, 128, ((256, 1, 2048),)),
+]
+
+
+# --- the course's predictions ---------------------------------------------------------------------
+
+
+def predict_case(case: Case, roofs) -> dict:
+    """FLOPs and compulsory bytes from minimodel.roofline, placed on the roofs: the time at the
+    attainable rate, min(attention's compute roof at d, I beta)."""
+    from minimodel.roofline import (
+        arithmetic_intensity,
+        varlen_attention_flops,
+        varlen_attention_min_bytes,
+    )
+
+    flops = varlen_attention_flops(
+        case.hq, case.d, case.seqs, causal=case.causal, window=case.window
+    )
+    fp8 = case.kv_dtype == FP8
+    nbytes = varlen_attention_min_bytes(
+        case.hq,
+        case.hkv,
+        case.d,
+        case.seqs,
+        kv_elem_bytes=1 if fp8 else None,
+        kv_scale_bytes=FP8_SCALE_BYTES if fp8 else 0,
+    )
+    intensity = arithmetic_intensity(flops, nbytes)
+    compute_roof = roofs.attention_roof(case.d)
+    return {
+        **dataclasses.asdict(case),
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": intensity,
+        "roof": "memory" if intensity * roofs.bandwidth <= compute_roof else "compute",
+        "time_us": flops / roofs.attainable(intensity, head_dim=case.d) * 1e6,
+    }
+
+
+def predict() -> dict:
+    """The course's predictions of every case, with the roofs they stand on."""
+    from minimodel.predictions import h200_roofs
+
+    roofs = h200_roofs()
+    return {
+        "roofs": {
+            "name": roofs.name,
+            "peak_flops": roofs.peak_flops,
+            "bandwidth": roofs.bandwidth,
+            "exp_rate": roofs.exp_rate,
+            "attention_roof": {str(d): roofs.attention_roof(d) for d in (64, 128)},
+        },
+        "cases": [predict_case(case, roofs) for case in CASES],
+    }
+
+
+def provenance() -> dict:
+    """Where the roofs came from: each input file's own environment (device, commit, date)."""
+    out = {}
+    for name in ("ceilings-h200.json", "mufu-h200.json"):
+        env = json.loads((DATA / name).read_text())["environment"]
+        out[f"data/{name}"] = {k: env.get(k) for k in ("device", "commit", "date")}
+    return out
+
+
+def write_predictions(out: Path) -> None:
+    record = {
+        "environment": {
+            "commit": commit(),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "inputs": provenance(),
+        },
+        "model": "flops: minimodel.roofline.varlen_attention_flops (4 d Hq over the visible "
+        "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
+        "(queries read and outputs written once in fp16, every sequence's K and V read "
+        "once at their stored size; fp8: 1 byte an element plus a float32 scale per "
+        "token, kv head and tensor); time: flops / Ceilings.attainable(I, head_dim=d) "
+        "on minimodel.predictions.h200_roofs(), the exponential roof not overlapped; "
+        "roof: memory when I * bandwidth <= attention_roof(d)",
+        **predict(),
+    }
+    save(out, record)
+
+
+# --- the measurement -----------------------------------------------------------------------------
+
+BLOCK_SIZE = 16
+ROUNDS = 2
+CHECK_TOL = 2e-2  # max |O - reference| for fp16 outputs of unit-variance inputs (fp8: same bar)
+E4M3_MAX = 448.0  # the largest float8_e4m3fn
+
+# Tiny shapes of the same cases: the smoke run (CPU interpreter) that keeps this bench from rotting.
+SMOKE_SHAPES = {
+    "fp8_kv_decode": dict(hq=4, hkv=2, d=16, groups=((2, 1, 40),)),
+    "verification": lambda c: dict(hq=4, hkv=2, d=16, groups=((2, c.groups[0][1], 40),)),
+    "mixed_batch": lambda c: dict(
+        hq=4,
+        hkv=2,
+        d=16,
+        groups=tuple((1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups),
+    ),
+    "sliding_window_prefill": lambda c: dict(
+        hq=4, hkv=2, d=16, groups=((1, 64, 64),), window=c.window and 16
+    ),
+    "cross_attention": dict(hq=2, hkv=2, d=16, groups=((2, 8, 40),)),
+    "mqa_decode": lambda c: dict(hq=4, hkv=min(c.hkv, 2), d=16, groups=((4, 1, 32),)),
+}
+
+
+def smoke_case(case: Case) -> Case:
+    shape = SMOKE_SHAPES[case.function]
+    return dataclasses.replace(case, **(shape(case) if callable(shape) else shape))
+
+
+def to_pools(k: torch.Tensor, v: torch.Tensor, lens: list[int]):
+    """Contiguous k, v: (B, Hkv, N, d) -> pools (num_blocks, BLOCK_SIZE, Hkv, d) holding each
+    sequence's first lens[b] keys in one random order of physical blocks, and the block table."""
+    (kp, table), (vp, _) = (in_blocks(t, lens, BLOCK_SIZE) for t in (k, v))
+    return kp, vp, table
+
+
+def from_pool(pool: torch.Tensor, table: torch.Tensor, row: int, n: int) -> torch.Tensor:
+    """The first n keys of sequence `row` read back through its table: (Hkv, n, d)."""
+    blocks = pool[table[row, : -(-n // BLOCK_SIZE)].long()]  # (nb, BLOCK_SIZE, Hkv, d)
+    return blocks.permute(2, 0, 1, 3).flatten(1, 2)[:, :n]
+
+
+def quantize_e4m3(pool: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One float32 scale per token and kv head (the assumption of the page): the pool in
+    float8_e4m3fn and its scales (num_blocks, BLOCK_SIZE, Hkv)."""
+    scale = (pool.float().abs().amax(dim=-1) / E4M3_MAX).clamp(min=1e-12)
+    return (pool.float() / scale[..., None]).to(torch.float8_e4m3fn), scale
+
+
+def fp8_support() -> str | None:
+    """Why paged_decode cannot run the FP8 case, or None if its signature takes the scales."""
+    from minimodel.paged_attention import paged_decode
+
+    if not {"k_scale", "v_scale"} <= set(inspect.signature(paged_decode).parameters):
+        return (
+            "paged_decode takes no k_scale / v_scale: issue #27's FP8 cache is not merged "
+            "(or names its scales otherwise: then adapt bench.exam.build), so the fp8 case is "
+            "not measured and its prediction stands alone"
+        )
+    return None
+
+
+def reference_error(out_rows, q_rows, k, v, case: Case) -> float:
+    """max |O - attention_ref| in float32 for some query rows of one sequence: q_rows (Hq, r, d)
+    the sequence's last r rows, k, v (Hkv, nk, d) its keys, out_rows (Hq, r, d); the first kv
+    head's group of query heads only."""
+    from minimodel.reference import attention_ref
+
+    g = case.hq // case.hkv
+    ref = attention_ref(
+        q_rows[None, :g].float(),
+        k[None, :1].float(),
+        v[None, :1].float(),
+        causal=case.causal,
+        window=case.window,
+    )[0]
+    return (out_rows[:g].float() - ref).abs().max().item()
+
+
+def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None):
+    """SDPA's cuDNN backend on contiguous (B, H, N, d) tensors, kv heads shared in place."""
+    with sdpa("sdpa_cudnn"):
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=q.shape[1] != k.shape[1]
+        )
+
+
+def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, dict]:
+    """The implementations of one case: impl -> {"fn", "api", "max_err"} or {"skipped"} /
+    {"error"}; every fn already run once and checked against the reference."""
+    from minimodel.attention import attention
+    from minimodel.paged_attention import paged_decode, paged_prefill
+
+    seqs = case.seqs
+    b, nk_max = len(seqs), max(nk for _, nk in seqs)
+    lens = [nk for _, nk in seqs]
+
+    def rand(*shape):
+        return randn(*shape, generator=gen, device=device)
+
+    k, v = rand(b, case.hkv, nk_max, case.d), rand(b, case.hkv, nk_max, case.d)
+    impls: dict[str, dict] = {}
+    anchor = None  # (fn, what it is) of SDPA-cuDNN, where one exists
+    uniform = len(case.groups) == 1
+    if case.run == "attention":
+        nq = seqs[0][0]
+        q = rand(b, case.hq, nq, case.d)
+        fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)  # noqa: E731
+        r = min(nq, 64)
+
+        def check(out):
+            return max(
+                reference_error(out[i, :, -r:], q[i, :, -r:], k[i], v[i], case)
+                for i in sorted({0, b - 1})
+            )
+
+        api = "minimodel.attention, contiguous tensors"
+        if case.window is None:
+            anchor = (
+                lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1),
+                "SDPA cuDNN, contiguous, enable_gqa"
+                if case.hq != case.hkv
+                else "SDPA cuDNN, contiguous",
+            )
+    elif case.run == "paged_decode":
+        q = rand(b, case.hq, case.d)
+        kp, vp, table = to_pools(k, v, lens)
+        lens_t = torch.tensor(lens, dtype=torch.int32, device=device)
+        kw = {}
+        if case.kv_dtype == FP8:
+            why = fp8_support()
+            if why is not None:
+                return {"ours": {"skipped": why}}
+            (kp, ks), (vp, vs) = quantize_e4m3(kp), quantize_e4m3(vp)
+            kw = {"k_scale": ks, "v_scale": vs}
+        fn = lambda: paged_decode(
+            q,
+            kp,
+            vp,
+            table,
+            lens_t,  # noqa: E731
+            max_context_len=max(lens),
+            **kw,
+        )
+
+        def keys(pool, scale, i):  # the cache the kernel reads, dequantised for the reference
+            return from_pool(
+                pool.float() if scale is None else pool.float() * scale[..., None],
+                table,
+                i,
+                lens[i],
+            )
+
+        def check(out):
+            return max(
+                reference_error(
+                    out[i, :, None],
+                    q[i, :, None],
+                    keys(kp, kw.get("k_scale"), i),
+                    keys(vp, kw.get("v_scale"), i),
+                    case,
+                )
+                for i in sorted({0, b - 1})
+            )
+
+        api = f"paged_decode, blocks of {BLOCK_SIZE}, random order, fast path"
+        if case.kv_dtype == FP8:
+            api += ", float8_e4m3fn pools with per-token-per-head float32 scales"
+        if case.kv_dtype != FP8:  # the fp8 case's anchors are the fp16 case's
+            anchor = (
+                lambda: sdpa_cudnn(q[:, :, None], k, v),
+                "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else ""),
+            )
+    elif case.run == "paged_prefill":
+        rows = [nq for nq, _ in seqs]
+        q = rand(sum(rows), case.hq, case.d)
+        kp, vp, table = to_pools(k, v, lens)
+        lens_t = torch.tensor(lens, dtype=torch.int32, device=device)
+        starts = [0]
+        for n in rows:
+            starts.append(starts[-1] + n)
+        starts_t = torch.tensor(starts, dtype=torch.int32, device=device)
+        fn = lambda: paged_prefill(
+            q,
+            kp,
+            vp,
+            table,
+            lens_t,
+            starts_t,  # noqa: E731
+            max_query_len=max(rows),
+            causal=case.causal,
+            window=case.window,
+        )
+
+        def check(out):
+            errs = []
+            for i in sorted({0, b - 1}):
+                r = min(rows[i], 64)
+                sl = slice(starts[i + 1] - r, starts[i + 1])
+                errs.append(
+                    reference_error(
+                        out[sl].transpose(0, 1),
+                        q[sl].transpose(0, 1),
+                        k[i, :, : lens[i]],
+                        v[i, :, : lens[i]],
+                        case,
+                    )
+                )
+            return max(errs)
+
+        api = f"paged_prefill, blocks of {BLOCK_SIZE}, random order, fast path"
+        if uniform:
+            nq, nk = seqs[0]
+            q4 = q.view(b, nq, case.hq, case.d).transpose(1, 2)
+            if nq == nk or nq == 1:
+                anchor = (
+                    lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1),
+                    "SDPA cuDNN, contiguous, enable_gqa",
+                )
+            else:  # a few tokens at the end: causal aligned bottom-right, as a boolean mask
+                mask = torch.ones(nq, nk, dtype=torch.bool, device=device).tril(nk - nq)
+                anchor = (
+                    lambda: sdpa_cudnn(q4, k, v, attn_mask=mask),
+                    "SDPA cuDNN, contiguous, enable_gqa, bottom-right causal as a mask",
+                )
+    else:
+        raise ValueError(f"unknown run {case.run!r}")
+    try:
+        out = fn()
+        impls["ours"] = {"fn": fn, "api": api, "max_err": check(out)}
+    except Exception as e:  # noqa: BLE001 - a refusal is data too
+        impls["ours"] = {"error": error(e), "api": api}
+    if device.type != "cuda":
+        impls["sdpa_cudnn"] = {"skipped": "SDPA's cuDNN backend needs a CUDA GPU"}
+    elif anchor is None:
+        impls["sdpa_cudnn"] = {
+            "skipped": (
+                "SDPA has no sliding window"
+                if case.window
+                else "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
+                if case.kv_dtype == FP8
+                else "SDPA takes no batch of sequences of different lengths: see prefill and decode"
+            )
+        }
+    else:
+        fn_a, what = anchor
+        try:
+            out = fn_a()
+            if case.run == "paged_prefill":
+                out = out.transpose(1, 2).reshape(q.shape)
+            elif case.run == "paged_decode":
+                out = out[:, :, 0]
+            impls["sdpa_cudnn"] = {"fn": fn_a, "api": what, "max_err": check(out)}
+        except Exception as e:  # noqa: BLE001 - SDPA refusing a shape is data too
+            impls["sdpa_cudnn"] = {"error": error(e), "api": what}
+    return impls
+
+
+def time_us(fn, device: torch.device) -> float:
+    """Microseconds of one call: on a GPU replayed from a CUDA graph (bench.core.time_ms); on a
+    CPU (the smoke run) the wall clock of one call, which says nothing about speed."""
+    if device.type == "cuda":
+        return time_ms(fn, graph=True) * 1e3
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e6
+
+
+def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> list[dict]:
+    """Build, check and time every implementation of one variant's cases, in turns."""
+    gen = torch.Generator(device=device).manual_seed(0)
+    built = {case.case: build(case, device, gen) for case in cases}
+    function = cases[0].function
+    if function == "mixed_batch":  # apart: the prefill call, then the decode call
+        parts = [built["prefill"], built["decode"]]
+        built["apart"] = {}
+        for impl in ("ours", "sdpa_cudnn"):
+            fns = [p[impl].get("fn") for p in parts]
+            if all(fns):
+                built["apart"][impl] = {
+                    "fn": lambda fns=fns: [f() for f in fns],
+                    "api": " then ".join(p[impl]["api"] for p in parts),
+                    "max_err": max(p[impl]["max_err"] for p in parts),
+                }
+            else:
+                why = [p[impl].get("skipped") or p[impl].get("error") for p in parts]
+                built["apart"][impl] = {"skipped": "; ".join(dict.fromkeys(w for w in why if w))}
+    recs = []
+    for case, impls in built.items():
+        for impl, entry in impls.items():
+            rec = {
+                "function": function,
+                "case": case,
+                "impl": impl,
+                **{k: val for k, val in entry.items() if k != "fn"},
+            }
+            if "max_err" in rec:
+                rec["check"] = "ok" if rec["max_err"] <= CHECK_TOL else "FAILED"
+                rec["us_runs"] = []
+            recs.append((rec, entry.get("fn")))
+    for _ in range(rounds):
+        for rec, fn in recs:
+            if fn is not None and rec.get("check") == "ok":
+                try:
+                    rec["us_runs"].append(time_us(fn, device))
+                except Exception as e:  # noqa: BLE001 - a capture failure is data too
+                    rec["error"] = error(e)
+    out = []
+    for rec, _ in recs:
+        if rec.get("us_runs"):
+            rec["us"] = statistics.median(rec["us_runs"])
+        out.append(rec)
+    del built, recs
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
+
+
+def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> dict:
+    """Every variant, in order; the record bench.exam --measure writes."""
+    from bench.paged_decode import copy_rate
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    cases = [smoke_case(c) if smoke else c for c in CASES]
+    key = json.loads(PREDICTIONS.read_text())["environment"]
+    record = {
+        "environment": environment(),
+        "smoke": smoke,
+        "predictions": {
+            "file": "data/exam-predictions.json",
+            "commit": key["commit"],
+            "date": key["date"],
+        },
+        "timing": "us: median over rounds of bench.core.time_ms(fn, graph=True) (a CUDA graph "
+        "replayed: GPU time, no host time), every implementation of a variant in turns"
+        if device.type == "cuda"
+        else "smoke run on a CPU: the wall clock of one call, "
+        "kernels in Triton's interpreter; no speed is measured",
+        "check": f"max |O - attention_ref| in float32 on some rows (the first and the last "
+        f"sequence, the first kv head's group, at most 64 last rows) <= {CHECK_TOL}",
+        "copy_bytes_per_s": [copy_rate()] if device.type == "cuda" else [],
+        "cases": [],
+    }
+    functions = list(dict.fromkeys(c.function for c in cases))
+    for i, function in enumerate(functions, 1):
+        if only is not None and function != only:
+            continue
+        start = time.perf_counter()
+        recs = measure_variant([c for c in cases if c.function == function], device, rounds)
+        record["cases"] += recs
+        said = [
+            f"{r['case']} {r['impl']} "
+            + (
+                f"{r['us']:,.1f} us"
+                if "us" in r
+                else r.get("skipped") or r.get("error") or r["check"]
+            )
+            for r in recs
+        ]
+        print(
+            f"[{i}/{len(functions)}] {function} ({time.perf_counter() - start:.0f} s): "
+            + "; ".join(said),
+            flush=True,
+        )
+    if device.type == "cuda":
+        record["copy_bytes_per_s"].append(copy_rate())
+    return record
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--predict",
+        action="store_true",
+        help=f"write the course's predictions ({PREDICTIONS.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help=f"run the cases ({MEASURED.relative_to(ROOT)}; with --smoke: tiny "
+        "shapes, --out required)",
+    )
+    parser.add_argument("--smoke", action="store_true", help="with --measure: tiny shapes")
+    parser.add_argument("--only", help="with --measure: one variant, by its function's name")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--out", type=Path, help="write here instead")
+    args = parser.parse_args(argv)
+    if args.predict == args.measure:
+        parser.error("say --predict or --measure")
+    if args.predict:
+        write_predictions(args.out or PREDICTIONS)
+        return
+    if args.smoke and args.out is None:
+        parser.error("--smoke writes only where --out says (never data/)")
+    if not torch.cuda.is_available():
+        if not args.smoke:
+            parser.error("--measure needs a CUDA GPU (or --smoke, which runs tiny shapes anywhere)")
+        # no GPU: the kernels run in Triton's interpreter, which must be chosen before triton is
+        # imported (not at this module's import: the figures import it too, and must not get it)
+        if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+            parser.error("triton was imported before TRITON_INTERPRET=1 could be set: set it")
+        os.environ["TRITON_INTERPRET"] = "1"
+    record = measure(smoke=args.smoke, rounds=args.rounds, only=args.only)
+    save(args.out or MEASURED, record)
+
+
+if __name__ == "__main__":
+    main()

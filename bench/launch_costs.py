@@ -1,0 +1,76 @@
+"""What one Triton launch costs the host on the machine it runs on, the largest share of a decode
+call's host time (Lab 03 part 2, "What a call costs the host"): the split decode's merge kernel
+(four tensors, fourteen ints) launched three ways, each timed by minimodel.timing.host_time_us:
+through Triton's JIT, as the wrappers launch; the compiled kernel's launcher called directly with
+the same tensors; and with the tensors' addresses as ints, which the launcher passes on without
+asking the driver about each (cuPointerGetAttribute). Beside them, one torch.empty. Each direct
+launch is checked against the JIT's output first.
+
+    MINIMODEL_COMMIT=<hash> python -m bench.launch_costs --out data/launch-costs-h200.json
+"""
+
+import torch
+
+from bench.core import arguments, environment, error, save
+from minimodel.paged_attention import _merge_splits
+from minimodel.timing import host_time_us
+
+
+def main() -> None:
+    args = arguments(__doc__).parse_args()
+    b, hq, splits, d = 1, 32, 16, 128  # decode B = 1, 32 query heads, as bench.host_path
+    part = torch.randn(b, hq, splits, d, device="cuda")
+    lse_part = torch.randn(b, hq, splits, device="cuda")
+    o = torch.empty(b, hq, d, dtype=torch.float16, device="cuda")
+    lse = torch.empty(b, hq, device="cuda")
+    ints = (splits, hq, *part.stride(), *lse_part.stride(), *o.stride(), *lse.stride())
+    constexprs = (d, d, 16)  # D, HEAD_DIM, BLOCK_S, in the kernel's parameter order
+    tensors = (part, lse_part, o, lse)
+
+    def jit():
+        return _merge_splits[(b * hq,)](*tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, num_warps=4)
+
+    kernel = jit()
+    want = o.clone(), lse.clone()
+    stream = torch.cuda.current_stream().cuda_stream
+
+    # grid, stream, the compiled function and its metadata; no launch metadata, enter or exit hook
+    launch = (b * hq, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None)
+
+    def direct(pointers):
+        return lambda: kernel.run(*launch, *pointers, *ints, *constexprs)
+
+    calls = {
+        "jit": jit,
+        "direct_tensors": direct(tensors),
+        "direct_ints": direct([t.data_ptr() for t in tensors]),
+        "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda"),
+    }
+    host_us, errors = {}, {}
+    for name, fn in calls.items():
+        try:
+            if name.startswith("direct"):
+                o.zero_(), lse.zero_()
+                fn()
+                torch.cuda.synchronize()
+                if not (torch.equal(o, want[0]) and torch.equal(lse, want[1])):
+                    raise RuntimeError("output differs from the JIT launch's")
+            host_us[name] = host_time_us(fn)
+        except Exception as err:  # recorded, not hidden: the data says which way failed and why
+            errors[name] = error(err)
+        print(name, host_us.get(name), errors.get(name, ""), flush=True)
+    data = {
+        "environment": environment(),
+        "timing": (
+            "minimodel.timing.host_time_us: CPU wall time per call, 200 calls behind "
+            "torch.cuda._sleep, median of 5 rounds"
+        ),
+        "kernel": "_merge_splits, grid (32,), 4 tensors and 14 ints",
+        "host_us": host_us,
+        "errors": errors,
+    }
+    save(args.out, data)
+
+
+if __name__ == "__main__":
+    main()
