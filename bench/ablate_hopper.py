@@ -1,7 +1,6 @@
 """What each step of Lab 02 part 2's schedule buys, on the H200: the Hopper kernel with its
 persistent grid and its ping-pong each switched off, against Lab 02's kernel and SDPA's cuDNN
-backend, in one process on the same inputs. Writes data/flash-hopper-ablation-h200.json;
-figures/flash_hopper.py makes the page's table from it.
+backend, in one process on the same inputs.
 
     python -m bench.ablate_hopper            # on the GPU (about a minute and a half)
     python -m bench.ablate_hopper --out x.json
@@ -12,20 +11,14 @@ median: no host time in it, which at N = 512 is of the order of the GPU time); e
 checked against the others' output first (the switches change no result).
 """
 
-import argparse
-import json
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.core import environment, time_ms
+from bench.core import DATA, arguments, environment, save, sdpa, time_ms
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.roofline import attention_flops
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {  # name: the switches of flash_attention_hopper
     "hopper": {},
     "hopper, no ping-pong": {"pingpong": False},
@@ -38,52 +31,44 @@ def measure(n: int, causal: bool, d: int = 128, h: int = 16) -> dict:
     """Every variant, Lab 02's kernel and cuDNN at one shape, on the same inputs."""
     b = 16384 // n
     g = torch.Generator(device="cuda").manual_seed(n + causal)
-    q, k, v = (torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.float16)
-               for _ in range(3))
-    fns = {name: (lambda kw=kw: flash_attention_hopper(q, k, v, causal=causal, **kw))
-           for name, kw in VARIANTS.items()}
+    q, k, v = (torch.randn(b, h, n, d, generator=g, device="cuda", dtype=torch.half) for _ in "qkv")
+    fns = {
+        name: (lambda kw=kw: flash_attention_hopper(q, k, v, causal=causal, **kw))
+        for name, kw in VARIANTS.items()
+    }
     fns["lab02"] = lambda: flash_attention(q, k, v, causal=causal)
-
-    def cudnn():
-        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    fns["sdpa_cudnn"] = cudnn
-    first = fns["hopper"]()
-    flops = attention_flops(b, h, n, n, d, causal=causal)
+    fns["sdpa_cudnn"] = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    first, flops = fns["hopper"](), attention_flops(b, h, n, n, d, causal=causal)
     row = {"n": n, "causal": causal, "b": b, "h": h, "d": d, "dtype": "float16"}
     for name, fn in fns.items():
-        diff = (fn().float() - first.float()).abs().max().item()
+        with sdpa(name):
+            diff = (fn().float() - first.float()).abs().max().item()
         if name in VARIANTS and diff != 0.0:
             raise SystemExit(f"{name} differs from the default by {diff} at N={n}")
-        ms = time_ms(fn, graph=True)
+        ms = time_ms(fn, name, graph=True)
         row[name] = {"ms": ms, "tflops": flops / ms / 1e9}
+    print(n, causal, {name: round(row[name]["tflops"]) for name in fns}, flush=True)
     return row
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path,
-                        default=ROOT / "data" / "flash-hopper-ablation-h200.json")
-    parser.add_argument("--smoke", action="store_true", help="a small subset (a GPU smoke run)")
+    parser = arguments(__doc__, DATA / "flash-hopper-ablation-h200.json", smoke="a small subset")
     args = parser.parse_args()
     if not torch.cuda.is_available():
-        raise SystemExit("ablate_flash_hopper.py measures a Hopper GPU: none is available here")
-    records = []
-    for n in (512,) if args.smoke else (512, 2048, 8192):
-        for causal in (False, True):
-            row = measure(n, causal)
-            records.append(row)
-            print(n, "causal" if causal else "full",
-                  {name: round(r["tflops"]) for name, r in row.items() if isinstance(r, dict)},
-                  flush=True)
-    out = {"environment": environment(),
-           "timing": "GPU time under CUDA-graph replay (minimodel.timing.gpu_time_ms, the "
-                     "median), ms; TFLOP/s from minimodel.roofline.attention_flops (visible "
-                     "pairs)",
-           "variants": dict(VARIANTS),
-           "records": records}
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"wrote {args.out}")
+        raise SystemExit("bench.ablate_hopper measures a Hopper GPU: none is available here")
+    lengths = (512,) if args.smoke else (512, 2048, 8192)
+    records = [measure(n, causal) for n in lengths for causal in (False, True)]
+    timing = (
+        "GPU time under CUDA-graph replay (minimodel.timing.gpu_time_ms, the median), ms; "
+        "TFLOP/s from minimodel.roofline.attention_flops (visible pairs)"
+    )
+    record = {
+        "environment": environment(),
+        "timing": timing,
+        "variants": VARIANTS,
+        "records": records,
+    }
+    save(args.out, record)
 
 
 if __name__ == "__main__":

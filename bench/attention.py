@@ -27,7 +27,6 @@ fails at any case, it writes the file and then exits non-zero: a benchmark that 
 the kernel under test is worse than none.
 """
 
-import argparse
 import dataclasses
 import functools
 import json
@@ -40,29 +39,25 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from bench.core import environment, time_ms
+from bench.core import DATA, SDPA, arguments, environment, error, save, sdpa, time_ms
 from minimodel.attention_flash import flash_attention
 from minimodel.reference import attention_ref, visible_mask
 from minimodel.roofline import attention_flops
 
-ROOT = Path(__file__).resolve().parents[1]
-IMPLS = ["minimodel", "minimodel_hopper", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex",
-         "naive"]
+IMPLS = [
+    "minimodel",
+    "minimodel_hopper",
+    "sdpa_flash",
+    "sdpa_cudnn",
+    "sdpa_efficient",
+    "flex",
+    "naive",
+]
 OURS = ("minimodel", "minimodel_hopper")  # an error of these fails the run
-def outside_contract(impl: str, case: "Case") -> str | None:
-    """Why one of our kernels is not run at a case its contract excludes, or None."""
-    if impl == "minimodel_hopper":
-        from minimodel.attention_flash_hopper import MAX_HEAD_DIM
-
-        if case.d > MAX_HEAD_DIM:
-            return f"outside the kernel's contract: d={case.d} > {MAX_HEAD_DIM}"
-    return None
 GROUPS = ["fa2", "d256", "gqa", "window"]
-SDPA = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
-        "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}
+WORKERS, ROUNDS = 12, 2  # compiling processes; timing rounds over all implementations of a case
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,19 +74,28 @@ class Case:
 
     @property
     def flops(self) -> int:
-        return attention_flops(self.b, self.hq, self.n, self.n, self.d, causal=self.causal,
-                               window=self.window)
+        return attention_flops(
+            self.b, self.hq, self.n, self.n, self.d, causal=self.causal, window=self.window
+        )
 
 
 def cases(quick: bool, groups: list[str] = GROUPS) -> list[Case]:
     lengths = [2048, 8192] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     dims = [d for g, d in (("fa2", 64), ("fa2", 128), ("d256", 256)) if g in groups]
-    out = [Case("fa2", dt, 16384 // n, 2048 // d, 2048 // d, n, d, causal)
-           for dt in (["float16"] if quick else ["float16", "bfloat16"])
-           for d in dims for causal in (False, True) for n in lengths]
+    out = [
+        Case("fa2", dt, 16384 // n, 2048 // d, 2048 // d, n, d, causal)
+        for dt in (["float16"] if quick else ["float16", "bfloat16"])
+        for d in dims
+        for causal in (False, True)
+        for n in lengths
+    ]
     if "gqa" in groups:
-        out += [Case("gqa", "float16", 16384 // n, 32, hkv, n, 128, causal)
-                for n in (2048, 8192) for causal in (False, True) for hkv in (32, 8)]
+        out += [
+            Case("gqa", "float16", 16384 // n, 32, hkv, n, 128, causal)
+            for n in (2048, 8192)
+            for causal in (False, True)
+            for hkv in (32, 8)
+        ]
     if "window" in groups:
         out += [Case("window", "float16", 1, 16, 16, 16384, 128, True, w) for w in (None, 4096)]
     return out
@@ -103,11 +107,12 @@ def case_key(rec: dict) -> tuple:
 
 
 def inputs(case: Case, seed: int = 0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    dt = getattr(torch, case.dtype)
+    g, dt = torch.Generator(device="cuda").manual_seed(seed), getattr(torch, case.dtype)
     q = torch.randn(case.b, case.hq, case.n, case.d, device="cuda", generator=g, dtype=dt)
-    k, v = (torch.randn(case.b, case.hkv, case.n, case.d, device="cuda", generator=g, dtype=dt)
-            for _ in range(2))
+    k, v = (
+        torch.randn(case.b, case.hkv, case.n, case.d, device="cuda", generator=g, dtype=dt)
+        for _ in "kv"
+    )
     return q, k, v
 
 
@@ -117,41 +122,51 @@ def compiled_flex():
 
 
 @functools.cache
-def hopper_kernel():
-    """The fast Hopper kernel, imported on first use: the module need not exist for the other
+def hopper():
+    """The Hopper kernel module, imported on first use: it need not exist for the other
     implementations to be measured (with --impls leaving it out)."""
-    from minimodel.attention_flash_hopper import flash_attention_hopper
+    from minimodel import attention_flash_hopper
 
-    return flash_attention_hopper
+    return attention_flash_hopper
+
+
+def outside_contract(impl: str, case: Case) -> str | None:
+    """Why one of our kernels is not run at a case its contract excludes, or None."""
+    if impl == "minimodel_hopper" and case.d > hopper().MAX_HEAD_DIM:
+        return f"outside the kernel's contract: d={case.d} > {hopper().MAX_HEAD_DIM}"
+    return None
 
 
 def make_fn(impl: str, case: Case, q, k, v):
     """A no-argument callable running `impl` on (q, k, v), or raise if it does not apply."""
-    gqa = case.hkv != case.hq
-    if impl == "minimodel":
-        return functools.partial(flash_attention, q, k, v, causal=case.causal, window=case.window)
-    if impl == "minimodel_hopper":
-        return functools.partial(hopper_kernel(), q, k, v, causal=case.causal, window=case.window)
+    gqa, w = case.hkv != case.hq, case.window
+    if impl in OURS:
+        kernel = flash_attention if impl == "minimodel" else hopper().flash_attention_hopper
+        return functools.partial(kernel, q, k, v, causal=case.causal, window=w)
     if impl in SDPA:
-        if case.window is not None:
+        if w is not None:
             raise NotImplementedError("SDPA has no sliding-window argument")
-        return functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=case.causal,
-                                 enable_gqa=gqa)
+        return functools.partial(
+            F.scaled_dot_product_attention, q, k, v, is_causal=case.causal, enable_gqa=gqa
+        )
     if impl == "flex":
-        w = case.window
-        if case.causal and w is None:
-            mask_mod = lambda b, h, qi, ki: qi >= ki  # noqa: E731
-        elif case.causal:
-            mask_mod = lambda b, h, qi, ki: (qi >= ki) & (qi - ki < w)  # noqa: E731
-        else:
-            mask_mod = None
-        block_mask = (create_block_mask(mask_mod, None, None, case.n, case.n, device="cuda")
-                      if mask_mod else None)
-        return functools.partial(compiled_flex(), q, k, v, block_mask=block_mask,
-                                 enable_gqa=gqa)
+        mask_mod = None
+        if case.causal:
+            mask_mod = (
+                (lambda b, h, qi, ki: qi >= ki)
+                if w is None
+                else (lambda b, h, qi, ki: (qi >= ki) & (qi - ki < w))
+            )
+        block_mask = mask_mod and create_block_mask(
+            mask_mod, None, None, case.n, case.n, device="cuda"
+        )
+        return functools.partial(compiled_flex(), q, k, v, block_mask=block_mask, enable_gqa=gqa)
     if impl == "naive":
-        mask = (visible_mask(case.n, case.n, causal=True, window=case.window, device="cuda")
-                if case.causal else None)
+        mask = (
+            visible_mask(case.n, case.n, causal=True, window=w, device="cuda")
+            if case.causal
+            else None
+        )
 
         def naive():
             g = case.hq // case.hkv
@@ -160,31 +175,27 @@ def make_fn(impl: str, case: Case, q, k, v):
             if mask is not None:
                 s = s.masked_fill(~mask, float("-inf"))
             return torch.softmax(s, dim=-1) @ vv
+
         return naive
     raise ValueError(f"unknown implementation {impl!r}")
 
 
-def run_once(impl, case, q, k, v):
+def run_once(impl: str, case: Case, q, k, v):
+    """(fn, fn()): SDPA under its backend, with the reasons SDPA gives as warnings when it
+    refuses a case added to the error ("No available kernel" alone does not say why)."""
     fn = make_fn(impl, case, q, k, v)
-    if impl in SDPA:
-        with sdpa_kernel(SDPA[impl]):
-            return fn, fn()
-    return fn, fn()
-
-
-def run_checked(impl, case, q, k, v):
-    """run_once, with the reasons SDPA gives as warnings when it refuses a case added to the
-    error ("No available kernel" alone does not say why)."""
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, sdpa(impl):
         warnings.simplefilter("always")
         try:
-            return run_once(impl, case, q, k, v)
+            return fn, fn()
         except Exception as e:
-            reasons = [str(w.message).strip().splitlines()[0] for w in caught
-                       if str(w.message).strip()]
+            reasons = [
+                str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()
+            ]
             if impl in SDPA and reasons:
-                raise RuntimeError(f"{type(e).__name__}: {str(e).splitlines()[0]} "
-                                   f"[{' | '.join(dict.fromkeys(reasons))}]") from e
+                raise RuntimeError(
+                    f"{error(e, 10**6)} [{' | '.join(dict.fromkeys(reasons))}]"
+                ) from e
             raise
 
 
@@ -204,28 +215,61 @@ def warm(case: Case, impls: tuple[str, ...] = ("minimodel", "flex")) -> str:
 
 def max_error(out, case: Case, q, k, v) -> float:
     """Max |out - ref| on the first kv-head group(s) of batch 0, against the float32 reference."""
-    g = case.hq // case.hkv
-    c = min(case.hkv, 2)
-    ref = attention_ref(q[:1, : c * g], k[:1, :c], v[:1, :c], causal=case.causal,
-                        window=case.window)
+    g, c = case.hq // case.hkv, min(case.hkv, 2)
+    ref = attention_ref(
+        q[:1, : c * g], k[:1, :c], v[:1, :c], causal=case.causal, window=case.window
+    )
     return (out[:1, : c * g].float() - ref).abs().max().item()
 
 
+def measure(case: Case, impls: list[str], run: int) -> list[dict]:
+    """Every implementation at one case: each output against the float32 reference first, then
+    ROUNDS timing rounds, all implementations in turn in each."""
+    q, k, v = inputs(case)
+    recs, fns = {}, {}
+    for impl in impls:
+        rec = recs[impl] = {
+            **dataclasses.asdict(case),
+            "impl": impl,
+            "flops": case.flops,
+            "run": run,
+            "ms_runs": [],
+        }
+        if reason := outside_contract(impl, case):
+            rec["error"], rec["outside_contract"] = reason, True
+            continue
+        try:
+            fns[impl], out = run_once(impl, case, q, k, v)
+            rec["max_err"] = max_error(out, case, q, k, v)
+            del out
+        except Exception as e:  # noqa: BLE001 - unsupported combinations are data too
+            rec["error"] = error(e, 400)
+        torch.cuda.empty_cache()
+    for _ in range(ROUNDS):
+        for impl, fn in fns.items():
+            recs[impl]["ms_runs"].append(time_ms(fn, impl))
+    for rec in recs.values():
+        if rec["ms_runs"]:
+            rec["ms"] = statistics.median(rec["ms_runs"])
+            rec["tflops"] = case.flops / rec["ms"] / 1e9
+    return list(recs.values())
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--workers", type=int, default=12)
-    parser.add_argument("--impls", default=",".join(IMPLS),
-                        help=f"comma-separated, from {','.join(IMPLS)} (default: all)")
-    parser.add_argument("--groups", default=",".join(GROUPS),
-                        help=f"comma-separated, from {','.join(GROUPS)} (default: all)")
-    parser.add_argument("--merge", type=Path, metavar="JSON",
-                        help="start from this data file: its records of the cases measured now "
-                             "are replaced (every implementation of such a case), the others kept")
-    parser.add_argument("--rounds", type=int, default=2,
-                        help="timing rounds over all implementations of a case (spread = noise)")
+    parser = arguments(__doc__, quick="a few shapes, for a smoke run")
+    parser.add_argument(
+        "--impls", default=",".join(IMPLS), help=f"comma-separated, from {','.join(IMPLS)}"
+    )
+    parser.add_argument(
+        "--groups", default=",".join(GROUPS), help=f"comma-separated, from {','.join(GROUPS)}"
+    )
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        metavar="JSON",
+        help="start from this data file: its records of the cases measured now "
+        "are replaced (every implementation of such a case), the others kept",
+    )
     args = parser.parse_args()
     impls, groups = args.impls.split(","), args.groups.split(",")
     for name, given, known in (("--impls", impls, IMPLS), ("--groups", groups, GROUPS)):
@@ -235,10 +279,10 @@ def main() -> None:
         parser.error(f"--merge: no file {args.merge}")
     if "minimodel_hopper" in impls:
         try:  # here, before minutes of compilation, not at the first case
-            hopper_kernel()
+            hopper()
         except ImportError as e:
             raise SystemExit(
-                f"minimodel_hopper cannot be imported ({type(e).__name__}: {e}); refusing to "
+                f"minimodel_hopper cannot be imported ({error(e, 10**6)}); refusing to "
                 "run without the kernel under test (leave it out of --impls only on purpose)"
             ) from e
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains every refusal
@@ -247,86 +291,74 @@ def main() -> None:
 
     t0 = time.time()
     compiled = tuple(i for i in ("minimodel", "minimodel_hopper", "flex") if i in impls)
-    with mp.get_context("spawn").Pool(args.workers) as pool:
+    with mp.get_context("spawn").Pool(WORKERS) as pool:
         warmed = pool.map(functools.partial(warm, impls=compiled), grid)
     t_compile = time.time() - t0
-    print(f"compiled {len(grid)} cases in {t_compile:.0f} s "
-          f"({sum(w != 'ok' for w in warmed)} with errors)", flush=True)
+    failing = sum(w != "ok" for w in warmed)
+    print(f"compiled {len(grid)} cases in {t_compile:.0f} s ({failing} with errors)", flush=True)
 
-    run = 0
-    old: dict = {}
-    if args.merge:
-        old = json.loads(args.merge.read_text())
-        run = len(old.get("runs", [])) or 1  # a file from before "runs" counts as run 0
+    old = json.loads(args.merge.read_text()) if args.merge else {}
+    run = len(old.get("runs", [])) or 1 if old else 0  # a file from before "runs" counts as run 0
     records = []
     for i, case in enumerate(grid):
-        q, k, v = inputs(case)
-        recs, fns = {}, {}
-        for impl in impls:  # correctness first: each output against the float32 reference
-            rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": case.flops,
-                                "run": run, "ms_runs": []}
-            if reason := outside_contract(impl, case):
-                rec["error"], rec["outside_contract"] = reason, True
-                continue
-            try:
-                fns[impl], out = run_checked(impl, case, q, k, v)
-                rec["max_err"] = max_error(out, case, q, k, v)
-                del out
-            except Exception as e:  # noqa: BLE001 - unsupported combinations are data too
-                rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:400]}"
-            torch.cuda.empty_cache()
-        for _ in range(args.rounds):  # then timing, all implementations in turn, each round
-            for impl, fn in fns.items():
-                recs[impl]["ms_runs"].append(time_ms(fn, SDPA.get(impl)))
-        row = []
-        for impl, rec in recs.items():
-            if rec["ms_runs"]:
-                rec["ms"] = statistics.median(rec["ms_runs"])
-                rec["tflops"] = case.flops / rec["ms"] / 1e9
-                row.append(f"{impl} {rec['tflops']:.0f}")
-            else:
-                row.append(f"{impl} -")
-            records.append(rec)
-        print(f"[{i + 1}/{len(grid)}, {time.time() - t0:.0f} s] {case.group} {case.dtype} "
-              f"d={case.d} N={case.n} Hq={case.hq} Hkv={case.hkv} causal={case.causal} "
-              f"W={case.window}: " + ", ".join(row), flush=True)
+        records += (recs := measure(case, impls, run))
+        rates = ", ".join(
+            f"{r['impl']} {r['tflops']:.0f}" if "tflops" in r else f"{r['impl']} -" for r in recs
+        )
+        print(f"[{i + 1}/{len(grid)}, {time.time() - t0:.0f} s] {case}: {rates}", flush=True)
 
     env = environment()
-    this_run = {"environment": env, "cudnn": torch.backends.cudnn.version(), "groups": groups,
-                "impls": impls, "quick": args.quick, "cases": len(grid),
-                "compile_s": round(t_compile), "total_s": round(time.time() - t0)}
+    this_run = {
+        "environment": env,
+        "cudnn": torch.backends.cudnn.version(),
+        "groups": groups,
+        "impls": impls,
+        "quick": args.quick,
+        "cases": len(grid),
+        "compile_s": round(t_compile),
+        "total_s": round(time.time() - t0),
+    }
+    runs = []
     if old:
         measured = {case_key(dataclasses.asdict(c)) for c in grid}
         kept = [r for r in old["records"] if case_key(r) not in measured]
-        runs = old.get("runs") or [{"environment": old["environment"],
-                                    "groups": sorted({r["group"] for r in old["records"]}),
-                                    "impls": sorted({r["impl"] for r in old["records"]})}]
+        runs = old.get("runs") or [
+            {
+                "environment": old["environment"],
+                "groups": sorted({r["group"] for r in old["records"]}),
+                "impls": sorted({r["impl"] for r in old["records"]}),
+            }
+        ]
+        replaced = len(old["records"]) - len(kept)
+        print(f"merged: kept {len(kept)} records of {args.merge}, replaced {replaced}")
         records = kept + records
-        print(f"merged: kept {len(kept)} records of {args.merge}, replaced "
-              f"{len(old['records']) - len(kept)}")
-    else:
-        runs = []
-    ceilings_file = ROOT / "data" / "ceilings-h200.json"
-    record = {
-        "environment": env,
-        "runs": [*runs, this_run],
-        "timing": "triton.testing.do_bench median per round, L2 flushed between runs; ms is the "
-                  "median over rounds (ms_runs)",
-        "flops": "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)",
-        "ceilings": json.loads(ceilings_file.read_text())["ceilings"]
-        if ceilings_file.exists() else None,
-        "records": records,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {args.out} ({len(records)} records, {time.time() - t0:.0f} s)")
+    ceilings = DATA / "ceilings-h200.json"
+    save(
+        args.out,
+        {
+            "environment": env,
+            "runs": [*runs, this_run],
+            "timing": "triton.testing.do_bench median per round, L2 flushed between runs; ms is "
+            "the median over rounds (ms_runs)",
+            "flops": "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)",
+            "ceilings": json.loads(ceilings.read_text())["ceilings"] if ceilings.exists() else None,
+            "records": records,
+        },
+    )
     assert not any(math.isnan(r.get("tflops", 0.0)) for r in records)
-    failed = [f"{r['impl']} at {case_key(r)}: {r['error']}" for r in records
-              if r["impl"] in OURS and r.get("run") == run and "error" in r
-              and not r.get("outside_contract")]
+    failed = [
+        f"{r['impl']} at {case_key(r)}: {r['error']}"
+        for r in records
+        if r["impl"] in OURS
+        and r.get("run") == run
+        and "error" in r
+        and not r.get("outside_contract")
+    ]
     if failed:
-        raise SystemExit(f"{len(failed)} runs of our kernels failed (recorded in {args.out}):\n"
-                         + "\n".join(failed))
+        raise SystemExit(
+            f"{len(failed)} runs of our kernels failed (recorded in {args.out}):\n"
+            + "\n".join(failed)
+        )
 
 
 if __name__ == "__main__":

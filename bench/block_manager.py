@@ -2,24 +2,19 @@
 
 Every operation should cost O(1) in the live sequences and blocks (a free list, dictionaries,
 no scan), so the time per `allocate` and per `append_slot` should stay flat from 10^2 to 10^5
-live sequences. Writes data/block-manager-ops.json with its environment; the table on the lab
-page is made from it by figures/paged_memory.py. Not a test: timings depend on the machine.
+live sequences. Not a test: timings depend on the machine.
 
     python -m bench.block_manager            # under a minute, progress on stderr
 """
 
-import argparse
 import gc
-import json
 import random
 import sys
 import time
-from pathlib import Path
 
-from bench.core import environment
+from bench.core import DATA, arguments, environment, save
 from minimodel.block_manager import BlockManager
 
-ROOT = Path(__file__).resolve().parents[1]
 LIVE = (100, 1_000, 10_000, 100_000)
 BLOCK_SIZE, PROMPT, OPS, ROUNDS, SWEEPS = 16, 40, 10_000, 5, 3  # a prompt of 40 tokens: 3 blocks
 
@@ -34,60 +29,64 @@ def bench(live: int, caching: bool, seed: int = 0) -> dict:
         m.allocate(s, prompts[s % 64] if caching else prompts[0])
         m.mark_computed(s, PROMPT)  # prefilled: with caching, its full blocks are hits now
     allocate_ns, append_ns = [], []
-    next_id = live
-    for _ in range(ROUNDS):
-        ids = range(next_id, next_id + OPS)
+    for r in range(ROUNDS):
+        ids = range(live + r * OPS, live + (r + 1) * OPS)
         t0 = time.perf_counter_ns()
         for s in ids:  # new sequences arrive while `live` others hold their blocks
             m.allocate(s, prompts[s % 64])
         allocate_ns.append((time.perf_counter_ns() - t0) / OPS)
         for s in ids:
             m.free(s)
-        next_id += OPS
         first = rng.randrange(live)  # a decode step: a batch of live sequences, one token each
-        targets = [(first + i) % live for i in range(OPS)]
-        tokens = [rng.randrange(32000) for _ in range(OPS)]
+        steps = [((first + i) % live, rng.randrange(32000)) for i in range(OPS)]
         t0 = time.perf_counter_ns()
-        for s, t in zip(targets, tokens, strict=True):
-            m.append_slot(s, t)
+        for s, token in steps:
+            m.append_slot(s, token)
         append_ns.append((time.perf_counter_ns() - t0) / OPS)
-    return {"live": live, "prefix_caching": caching,
-            "allocate_ns": min(allocate_ns), "append_slot_ns": min(append_ns),
-            "allocate_ns_rounds": allocate_ns, "append_slot_ns_rounds": append_ns}
+    return {
+        "live": live,
+        "prefix_caching": caching,
+        "allocate_ns": min(allocate_ns),
+        "append_slot_ns": min(append_ns),
+        "allocate_ns_rounds": allocate_ns,
+        "append_slot_ns_rounds": append_ns,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=ROOT / "data" / "block-manager-ops.json")
-    parser.add_argument("--smoke", action="store_true", help="a small subset (a GPU smoke run)")
-    args = parser.parse_args()
+    args = arguments(__doc__, DATA / "block-manager-ops.json", smoke="a small subset").parse_args()
     best: dict[tuple[int, bool], dict] = {}
     gc.disable()  # as timeit does: the collector's passes grow with the heap, not with our code
-    # whole sweeps, repeated: interference hits one config, not all
-    for sweep in range(1 if args.smoke else SWEEPS):
+    for sweep in range(1 if args.smoke else SWEEPS):  # whole sweeps: interference hits one config
         for caching in (False, True):
             for live in LIVE[:2] if args.smoke else LIVE:
-                r = bench(live, caching, seed=sweep)
-                key = (live, caching)
-                if key in best:
-                    for op in ("allocate_ns", "append_slot_ns"):
-                        r[op] = min(r[op], best[key][op])
-                        r[op + "_rounds"] = best[key][op + "_rounds"] + r[op + "_rounds"]
-                best[key] = r
-                print(f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching "
-                      f"{caching!s:5}: allocate {r['allocate_ns'] / 1e3:.2f} us, append_slot "
-                      f"{r['append_slot_ns'] / 1e3:.2f} us", file=sys.stderr, flush=True)
-    results = list(best.values())
-    record = {"environment": environment(),
-              "setup": {"block_size": BLOCK_SIZE, "prompt_tokens": PROMPT, "ops_per_round": OPS,
-                        "rounds": ROUNDS, "sweeps": SWEEPS, "gc": "disabled while timing",
-                        "statistic": "fastest round's mean time per op, over every round of "
-                                     "every sweep (timeit's advice: the slower rounds measure "
-                                     "interference)"},
-              "results": results}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+                r, old = bench(live, caching, seed=sweep), best.get((live, caching))
+                for op in ("allocate_ns", "append_slot_ns") if old else ():
+                    r[op] = min(r[op], old[op])
+                    r[op + "_rounds"] = old[op + "_rounds"] + r[op + "_rounds"]
+                best[(live, caching)] = r
+                print(
+                    f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching "
+                    f"{caching!s:5}: allocate {r['allocate_ns'] / 1e3:.2f} us, append_slot "
+                    f"{r['append_slot_ns'] / 1e3:.2f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    setup = {
+        "block_size": BLOCK_SIZE,
+        "prompt_tokens": PROMPT,
+        "ops_per_round": OPS,
+        "rounds": ROUNDS,
+        "sweeps": SWEEPS,
+        "gc": "disabled while timing",
+        "statistic": "fastest round's mean time per op, over every round of every sweep "
+        "(timeit's advice: the slower rounds measure interference)",
+    }
+    save(
+        args.out,
+        {"environment": environment(), "setup": setup, "results": list(best.values())},
+        indent=2,
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
-from bench.core import DATA, ROOT, commit, environment, time_ms
+from bench.core import DATA, ROOT, commit, environment, error, in_blocks, randn, save, sdpa, time_ms
 
 PREDICTIONS = DATA / "exam-predictions.json"
 MEASURED = DATA / "exam-h200.json"
@@ -74,10 +75,11 @@ FP8_SCALE_BYTES = 4  # one float32 scale per token, kv head and tensor (K, V): t
 CASES = [
     Case("fp8_kv_decode", "fp8", 64, 8, 128, ((16, 1, 16384),), kv_dtype=FP8, run="paged_decode"),
     Case("fp8_kv_decode", "fp16", 64, 8, 128, ((16, 1, 16384),), run="paged_decode"),
-    *(Case("verification", f"k{k}", 32, 8, 128, ((64, k, 4096),), run="paged_prefill")
-      for k in (2, 4, 8)),
-    Case("mixed_batch", "mixed", 32, 8, 128, ((1, 8192, 8192), (63, 1, 4096)),
-         run="paged_prefill"),
+    *(
+        Case("verification", f"k{k}", 32, 8, 128, ((64, k, 4096),), run="paged_prefill")
+        for k in (2, 4, 8)
+    ),
+    Case("mixed_batch", "mixed", 32, 8, 128, ((1, 8192, 8192), (63, 1, 4096)), run="paged_prefill"),
     Case("mixed_batch", "prefill", 32, 8, 128, ((1, 8192, 8192),), run="paged_prefill"),
     Case("mixed_batch", "decode", 32, 8, 128, ((63, 1, 4096),), run="paged_decode"),
     Case("sliding_window_prefill", "window", 32, 4, 64, ((1, 65536, 65536),), window=2048),
@@ -90,6 +92,7 @@ CASES = [
 
 # --- the course's predictions ---------------------------------------------------------------------
 
+
 def predict_case(case: Case, roofs) -> dict:
     """FLOPs and compulsory bytes from minimodel.roofline, placed on the roofs: the time at the
     attainable rate, min(attention's compute roof at d, I beta)."""
@@ -99,16 +102,25 @@ def predict_case(case: Case, roofs) -> dict:
         varlen_attention_min_bytes,
     )
 
-    flops = varlen_attention_flops(case.hq, case.d, case.seqs, causal=case.causal,
-                                   window=case.window)
+    flops = varlen_attention_flops(
+        case.hq, case.d, case.seqs, causal=case.causal, window=case.window
+    )
     fp8 = case.kv_dtype == FP8
-    nbytes = varlen_attention_min_bytes(case.hq, case.hkv, case.d, case.seqs,
-                                        kv_elem_bytes=1 if fp8 else None,
-                                        kv_scale_bytes=FP8_SCALE_BYTES if fp8 else 0)
+    nbytes = varlen_attention_min_bytes(
+        case.hq,
+        case.hkv,
+        case.d,
+        case.seqs,
+        kv_elem_bytes=1 if fp8 else None,
+        kv_scale_bytes=FP8_SCALE_BYTES if fp8 else 0,
+    )
     intensity = arithmetic_intensity(flops, nbytes)
     compute_roof = roofs.attention_roof(case.d)
     return {
-        **dataclasses.asdict(case), "flops": flops, "bytes": nbytes, "intensity": intensity,
+        **dataclasses.asdict(case),
+        "flops": flops,
+        "bytes": nbytes,
+        "intensity": intensity,
         "roof": "memory" if intensity * roofs.bandwidth <= compute_roof else "compute",
         "time_us": flops / roofs.attainable(intensity, head_dim=case.d) * 1e6,
     }
@@ -121,7 +133,9 @@ def predict() -> dict:
     roofs = h200_roofs()
     return {
         "roofs": {
-            "name": roofs.name, "peak_flops": roofs.peak_flops, "bandwidth": roofs.bandwidth,
+            "name": roofs.name,
+            "peak_flops": roofs.peak_flops,
+            "bandwidth": roofs.bandwidth,
             "exp_rate": roofs.exp_rate,
             "attention_roof": {str(d): roofs.attention_roof(d) for d in (64, 128)},
         },
@@ -146,17 +160,15 @@ def write_predictions(out: Path) -> None:
             "inputs": provenance(),
         },
         "model": "flops: minimodel.roofline.varlen_attention_flops (4 d Hq over the visible "
-                 "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
-                 "(queries read and outputs written once in fp16, every sequence's K and V read "
-                 "once at their stored size; fp8: 1 byte an element plus a float32 scale per "
-                 "token, kv head and tensor); time: flops / Ceilings.attainable(I, head_dim=d) "
-                 "on minimodel.predictions.h200_roofs(), the exponential roof not overlapped; "
-                 "roof: memory when I * bandwidth <= attention_roof(d)",
+        "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
+        "(queries read and outputs written once in fp16, every sequence's K and V read "
+        "once at their stored size; fp8: 1 byte an element plus a float32 scale per "
+        "token, kv head and tensor); time: flops / Ceilings.attainable(I, head_dim=d) "
+        "on minimodel.predictions.h200_roofs(), the exponential roof not overlapped; "
+        "roof: memory when I * bandwidth <= attention_roof(d)",
         **predict(),
     }
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    save(out, record)
 
 
 # --- the measurement -----------------------------------------------------------------------------
@@ -170,10 +182,15 @@ E4M3_MAX = 448.0  # the largest float8_e4m3fn
 SMOKE_SHAPES = {
     "fp8_kv_decode": dict(hq=4, hkv=2, d=16, groups=((2, 1, 40),)),
     "verification": lambda c: dict(hq=4, hkv=2, d=16, groups=((2, c.groups[0][1], 40),)),
-    "mixed_batch": lambda c: dict(hq=4, hkv=2, d=16, groups=tuple(
-        (1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups)),
-    "sliding_window_prefill": lambda c: dict(hq=4, hkv=2, d=16, groups=((1, 64, 64),),
-                                             window=c.window and 16),
+    "mixed_batch": lambda c: dict(
+        hq=4,
+        hkv=2,
+        d=16,
+        groups=tuple((1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups),
+    ),
+    "sliding_window_prefill": lambda c: dict(
+        hq=4, hkv=2, d=16, groups=((1, 64, 64),), window=c.window and 16
+    ),
     "cross_attention": dict(hq=2, hkv=2, d=16, groups=((2, 8, 40),)),
     "mqa_decode": lambda c: dict(hq=4, hkv=min(c.hkv, 2), d=16, groups=((4, 1, 32),)),
 }
@@ -184,25 +201,11 @@ def smoke_case(case: Case) -> Case:
     return dataclasses.replace(case, **(shape(case) if callable(shape) else shape))
 
 
-def to_pools(k: torch.Tensor, v: torch.Tensor, lens: list[int], seed: int = 1):
+def to_pools(k: torch.Tensor, v: torch.Tensor, lens: list[int]):
     """Contiguous k, v: (B, Hkv, N, d) -> pools (num_blocks, BLOCK_SIZE, Hkv, d) holding each
-    sequence's first lens[b] keys in a random order of physical blocks, and the block table."""
-    b, hkv, _, d = k.shape
-    per_seq = [-(-n // BLOCK_SIZE) for n in lens]
-    perm = torch.randperm(sum(per_seq), generator=torch.Generator().manual_seed(seed))
-    pools = [torch.zeros((sum(per_seq), BLOCK_SIZE, hkv, d), dtype=k.dtype, device=k.device)
-             for _ in (k, v)]
-    table = torch.full((b, max(per_seq)), -1, dtype=torch.int32)
-    start = 0
-    for i, nb in enumerate(per_seq):
-        ids = perm[start:start + nb]
-        table[i, :nb] = ids.to(torch.int32)
-        for pool, t in zip(pools, (k, v), strict=True):
-            padded = torch.zeros((hkv, nb * BLOCK_SIZE, d), dtype=t.dtype, device=t.device)
-            padded[:, :lens[i]] = t[i, :, :lens[i]]
-            pool[ids.to(t.device)] = padded.view(hkv, nb, BLOCK_SIZE, d).permute(1, 2, 0, 3)
-        start += nb
-    return pools[0], pools[1], table.to(k.device)
+    sequence's first lens[b] keys in one random order of physical blocks, and the block table."""
+    (kp, table), (vp, _) = (in_blocks(t, lens, BLOCK_SIZE) for t in (k, v))
+    return kp, vp, table
 
 
 def from_pool(pool: torch.Tensor, table: torch.Tensor, row: int, n: int) -> torch.Tensor:
@@ -223,9 +226,11 @@ def fp8_support() -> str | None:
     from minimodel.paged_attention import paged_decode
 
     if not {"k_scale", "v_scale"} <= set(inspect.signature(paged_decode).parameters):
-        return ("paged_decode takes no k_scale / v_scale: the 8-bit cache of Lab 03 part 2 is absent "
-                "(or names its scales otherwise: then adapt bench.exam.build), so the fp8 case is "
-                "not measured and its prediction stands alone")
+        return (
+            "paged_decode takes no k_scale / v_scale: the 8-bit cache of Lab 03 part 2 is absent "
+            "(or names its scales otherwise: then adapt bench.exam.build), so the fp8 case is "
+            "not measured and its prediction stands alone"
+        )
     return None
 
 
@@ -236,19 +241,22 @@ def reference_error(out_rows, q_rows, k, v, case: Case) -> float:
     from minimodel.reference import attention_ref
 
     g = case.hq // case.hkv
-    ref = attention_ref(q_rows[None, :g].float(), k[None, :1].float(), v[None, :1].float(),
-                        causal=case.causal, window=case.window)[0]
+    ref = attention_ref(
+        q_rows[None, :g].float(),
+        k[None, :1].float(),
+        v[None, :1].float(),
+        causal=case.causal,
+        window=case.window,
+    )[0]
     return (out_rows[:g].float() - ref).abs().max().item()
 
 
 def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None):
     """SDPA's cuDNN backend on contiguous (B, H, N, d) tensors, kv heads shared in place."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal,
-                                              enable_gqa=q.shape[1] != k.shape[1])
+    with sdpa("sdpa_cudnn"):
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=q.shape[1] != k.shape[1]
+        )
 
 
 def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, dict]:
@@ -261,30 +269,35 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     b, nk_max = len(seqs), max(nk for _, nk in seqs)
     lens = [nk for _, nk in seqs]
 
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen, device=device).to(torch.float16)
+    def rand(*shape):
+        return randn(*shape, generator=gen, device=device)
 
-    k, v = randn(b, case.hkv, nk_max, case.d), randn(b, case.hkv, nk_max, case.d)
+    k, v = rand(b, case.hkv, nk_max, case.d), rand(b, case.hkv, nk_max, case.d)
     impls: dict[str, dict] = {}
     anchor = None  # (fn, what it is) of SDPA-cuDNN, where one exists
     uniform = len(case.groups) == 1
     if case.run == "attention":
         nq = seqs[0][0]
-        q = randn(b, case.hq, nq, case.d)
+        q = rand(b, case.hq, nq, case.d)
         fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)  # noqa: E731
         r = min(nq, 64)
 
         def check(out):
-            return max(reference_error(out[i, :, -r:], q[i, :, -r:], k[i], v[i], case)
-                       for i in sorted({0, b - 1}))
+            return max(
+                reference_error(out[i, :, -r:], q[i, :, -r:], k[i], v[i], case)
+                for i in sorted({0, b - 1})
+            )
 
         api = "minimodel.attention, contiguous tensors"
         if case.window is None:
-            anchor = (lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1),
-                      "SDPA cuDNN, contiguous, enable_gqa" if case.hq != case.hkv else
-                      "SDPA cuDNN, contiguous")
+            anchor = (
+                lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1),
+                "SDPA cuDNN, contiguous, enable_gqa"
+                if case.hq != case.hkv
+                else "SDPA cuDNN, contiguous",
+            )
     elif case.run == "paged_decode":
-        q = randn(b, case.hq, case.d)
+        q = rand(b, case.hq, case.d)
         kp, vp, table = to_pools(k, v, lens)
         lens_t = torch.tensor(lens, dtype=torch.int32, device=device)
         kw = {}
@@ -294,45 +307,79 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
                 return {"ours": {"skipped": why}}
             (kp, ks), (vp, vs) = quantize_e4m3(kp), quantize_e4m3(vp)
             kw = {"k_scale": ks, "v_scale": vs}
-        fn = lambda: paged_decode(q, kp, vp, table, lens_t,  # noqa: E731
-                                  max_context_len=max(lens), **kw)
+        fn = lambda: paged_decode(
+            q,
+            kp,
+            vp,
+            table,
+            lens_t,  # noqa: E731
+            max_context_len=max(lens),
+            **kw,
+        )
 
         def keys(pool, scale, i):  # the cache the kernel reads, dequantised for the reference
-            return from_pool(pool.float() if scale is None else pool.float() * scale[..., None],
-                             table, i, lens[i])
+            return from_pool(
+                pool.float() if scale is None else pool.float() * scale[..., None],
+                table,
+                i,
+                lens[i],
+            )
 
         def check(out):
-            return max(reference_error(
-                out[i, :, None], q[i, :, None],
-                keys(kp, kw.get("k_scale"), i), keys(vp, kw.get("v_scale"), i), case)
-                for i in sorted({0, b - 1}))
+            return max(
+                reference_error(
+                    out[i, :, None],
+                    q[i, :, None],
+                    keys(kp, kw.get("k_scale"), i),
+                    keys(vp, kw.get("v_scale"), i),
+                    case,
+                )
+                for i in sorted({0, b - 1})
+            )
 
         api = f"paged_decode, blocks of {BLOCK_SIZE}, random order, fast path"
         if case.kv_dtype == FP8:
             api += ", float8_e4m3fn pools with per-token-per-head float32 scales"
         if case.kv_dtype != FP8:  # the fp8 case's anchors are the fp16 case's
-            anchor = (lambda: sdpa_cudnn(q[:, :, None], k, v), "SDPA cuDNN, contiguous"
-                      + (", enable_gqa" if case.hq != case.hkv else ""))
+            anchor = (
+                lambda: sdpa_cudnn(q[:, :, None], k, v),
+                "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else ""),
+            )
     elif case.run == "paged_prefill":
         rows = [nq for nq, _ in seqs]
-        q = randn(sum(rows), case.hq, case.d)
+        q = rand(sum(rows), case.hq, case.d)
         kp, vp, table = to_pools(k, v, lens)
         lens_t = torch.tensor(lens, dtype=torch.int32, device=device)
         starts = [0]
         for n in rows:
             starts.append(starts[-1] + n)
         starts_t = torch.tensor(starts, dtype=torch.int32, device=device)
-        fn = lambda: paged_prefill(q, kp, vp, table, lens_t, starts_t,  # noqa: E731
-                                   max_query_len=max(rows), causal=case.causal,
-                                   window=case.window)
+        fn = lambda: paged_prefill(
+            q,
+            kp,
+            vp,
+            table,
+            lens_t,
+            starts_t,  # noqa: E731
+            max_query_len=max(rows),
+            causal=case.causal,
+            window=case.window,
+        )
 
         def check(out):
             errs = []
             for i in sorted({0, b - 1}):
                 r = min(rows[i], 64)
                 sl = slice(starts[i + 1] - r, starts[i + 1])
-                errs.append(reference_error(out[sl].transpose(0, 1), q[sl].transpose(0, 1),
-                                            k[i, :, :lens[i]], v[i, :, :lens[i]], case))
+                errs.append(
+                    reference_error(
+                        out[sl].transpose(0, 1),
+                        q[sl].transpose(0, 1),
+                        k[i, :, : lens[i]],
+                        v[i, :, : lens[i]],
+                        case,
+                    )
+                )
             return max(errs)
 
         api = f"paged_prefill, blocks of {BLOCK_SIZE}, random order, fast path"
@@ -340,28 +387,35 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
             nq, nk = seqs[0]
             q4 = q.view(b, nq, case.hq, case.d).transpose(1, 2)
             if nq == nk or nq == 1:
-                anchor = (lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1),
-                          "SDPA cuDNN, contiguous, enable_gqa")
+                anchor = (
+                    lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1),
+                    "SDPA cuDNN, contiguous, enable_gqa",
+                )
             else:  # a few tokens at the end: causal aligned bottom-right, as a boolean mask
                 mask = torch.ones(nq, nk, dtype=torch.bool, device=device).tril(nk - nq)
-                anchor = (lambda: sdpa_cudnn(q4, k, v, attn_mask=mask),
-                          "SDPA cuDNN, contiguous, enable_gqa, bottom-right causal as a mask")
+                anchor = (
+                    lambda: sdpa_cudnn(q4, k, v, attn_mask=mask),
+                    "SDPA cuDNN, contiguous, enable_gqa, bottom-right causal as a mask",
+                )
     else:
         raise ValueError(f"unknown run {case.run!r}")
     try:
         out = fn()
         impls["ours"] = {"fn": fn, "api": api, "max_err": check(out)}
     except Exception as e:  # noqa: BLE001 - a refusal is data too
-        impls["ours"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
-                         "api": api}
+        impls["ours"] = {"error": error(e), "api": api}
     if device.type != "cuda":
         impls["sdpa_cudnn"] = {"skipped": "SDPA's cuDNN backend needs a CUDA GPU"}
     elif anchor is None:
-        impls["sdpa_cudnn"] = {"skipped": (
-            "SDPA has no sliding window" if case.window else
-            "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
-            if case.kv_dtype == FP8 else
-            "SDPA takes no batch of sequences of different lengths: see prefill and decode")}
+        impls["sdpa_cudnn"] = {
+            "skipped": (
+                "SDPA has no sliding window"
+                if case.window
+                else "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
+                if case.kv_dtype == FP8
+                else "SDPA takes no batch of sequences of different lengths: see prefill and decode"
+            )
+        }
     else:
         fn_a, what = anchor
         try:
@@ -372,8 +426,7 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
                 out = out[:, :, 0]
             impls["sdpa_cudnn"] = {"fn": fn_a, "api": what, "max_err": check(out)}
         except Exception as e:  # noqa: BLE001 - SDPA refusing a shape is data too
-            impls["sdpa_cudnn"] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}",
-                                   "api": what}
+            impls["sdpa_cudnn"] = {"error": error(e), "api": what}
     return impls
 
 
@@ -401,15 +454,20 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
                 built["apart"][impl] = {
                     "fn": lambda fns=fns: [f() for f in fns],
                     "api": " then ".join(p[impl]["api"] for p in parts),
-                    "max_err": max(p[impl]["max_err"] for p in parts)}
+                    "max_err": max(p[impl]["max_err"] for p in parts),
+                }
             else:
                 why = [p[impl].get("skipped") or p[impl].get("error") for p in parts]
                 built["apart"][impl] = {"skipped": "; ".join(dict.fromkeys(w for w in why if w))}
     recs = []
     for case, impls in built.items():
         for impl, entry in impls.items():
-            rec = {"function": function, "case": case, "impl": impl,
-                   **{k: val for k, val in entry.items() if k != "fn"}}
+            rec = {
+                "function": function,
+                "case": case,
+                "impl": impl,
+                **{k: val for k, val in entry.items() if k != "fn"},
+            }
             if "max_err" in rec:
                 rec["check"] = "ok" if rec["max_err"] <= CHECK_TOL else "FAILED"
                 rec["us_runs"] = []
@@ -420,7 +478,7 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
                 try:
                     rec["us_runs"].append(time_us(fn, device))
                 except Exception as e:  # noqa: BLE001 - a capture failure is data too
-                    rec["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+                    rec["error"] = error(e)
     out = []
     for rec, _ in recs:
         if rec.get("us_runs"):
@@ -442,14 +500,18 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
     record = {
         "environment": environment(),
         "smoke": smoke,
-        "predictions": {"file": "data/exam-predictions.json", "commit": key["commit"],
-                        "date": key["date"]},
+        "predictions": {
+            "file": "data/exam-predictions.json",
+            "commit": key["commit"],
+            "date": key["date"],
+        },
         "timing": "us: median over rounds of bench.core.time_ms(fn, graph=True) (a CUDA graph "
-                  "replayed: GPU time, no host time), every implementation of a variant in turns"
-                  if device.type == "cuda" else "smoke run on a CPU: the wall clock of one call, "
-                  "kernels in Triton's interpreter; no speed is measured",
+        "replayed: GPU time, no host time), every implementation of a variant in turns"
+        if device.type == "cuda"
+        else "smoke run on a CPU: the wall clock of one call, "
+        "kernels in Triton's interpreter; no speed is measured",
         "check": f"max |O - attention_ref| in float32 on some rows (the first and the last "
-                 f"sequence, the first kv head's group, at most 64 last rows) <= {CHECK_TOL}",
+        f"sequence, the first kv head's group, at most 64 last rows) <= {CHECK_TOL}",
         "copy_bytes_per_s": [copy_rate()] if device.type == "cuda" else [],
         "cases": [],
     }
@@ -460,23 +522,40 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         start = time.perf_counter()
         recs = measure_variant([c for c in cases if c.function == function], device, rounds)
         record["cases"] += recs
-        said = [f"{r['case']} {r['impl']} " + (f"{r['us']:,.1f} us" if "us" in r else
-                                               r.get("skipped") or r.get("error") or r["check"])
-                for r in recs]
-        print(f"[{i}/{len(functions)}] {function} ({time.perf_counter() - start:.0f} s): "
-              + "; ".join(said), flush=True)
+        said = [
+            f"{r['case']} {r['impl']} "
+            + (
+                f"{r['us']:,.1f} us"
+                if "us" in r
+                else r.get("skipped") or r.get("error") or r["check"]
+            )
+            for r in recs
+        ]
+        print(
+            f"[{i}/{len(functions)}] {function} ({time.perf_counter() - start:.0f} s): "
+            + "; ".join(said),
+            flush=True,
+        )
     if device.type == "cuda":
         record["copy_bytes_per_s"].append(copy_rate())
     return record
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--predict", action="store_true",
-                        help=f"write the course's predictions ({PREDICTIONS.relative_to(ROOT)})")
-    parser.add_argument("--measure", action="store_true",
-                        help=f"run the cases ({MEASURED.relative_to(ROOT)}; with --smoke: tiny "
-                             "shapes, --out required)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--predict",
+        action="store_true",
+        help=f"write the course's predictions ({PREDICTIONS.relative_to(ROOT)})",
+    )
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help=f"run the cases ({MEASURED.relative_to(ROOT)}; with --smoke: tiny "
+        "shapes, --out required)",
+    )
     parser.add_argument("--smoke", action="store_true", help="with --measure: tiny shapes")
     parser.add_argument("--only", help="with --measure: one variant, by its function's name")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
@@ -498,10 +577,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error("triton was imported before TRITON_INTERPRET=1 could be set: set it")
         os.environ["TRITON_INTERPRET"] = "1"
     record = measure(smoke=args.smoke, rounds=args.rounds, only=args.only)
-    out = args.out or MEASURED
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {out}")
+    save(args.out or MEASURED, record)
 
 
 if __name__ == "__main__":

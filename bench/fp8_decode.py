@@ -20,19 +20,14 @@ others against the float32 reference on the float16 keys and values; the errors 
 against the float32 reference on the float32 keys and values drawn are recorded too.
 """
 
-import argparse
-import contextlib
-import json
 import statistics
 import time
 import warnings
-from pathlib import Path
 
 import torch
-from torch.nn.attention import sdpa_kernel
 
-from bench.core import environment, time_ms
-from bench.paged_decode import SDPA, Decode, copy_rate, sdpa_fn, to_pool
+from bench.core import arguments, environment, in_blocks, save, sdpa, time_ms
+from bench.paged_decode import Decode, copy_rate, sdpa_fn
 from minimodel import paged_attention
 from minimodel.paged_attention import FP8_DTYPE, dequantize_kv, paged_decode, quantize_kv
 from minimodel.reference import attention_ref
@@ -46,8 +41,8 @@ def pools(x8: torch.Tensor, scale: torch.Tensor, lens: list[int]):
     """8-bit keys or values (B, Hkv, N, d) and their scales (B, Hkv, N) in a pool of blocks of
     BLOCK_SIZE at bench.paged_decode's random permutation: (pool, scales, table), the scales
     head-major inside a block as KernelPagedKVCache stores them."""
-    pool, table = to_pool(x8.view(torch.uint8), lens, BLOCK_SIZE)
-    spool, _ = to_pool(scale[..., None], lens, BLOCK_SIZE)  # the same permutation (same seed)
+    pool, table = in_blocks(x8.view(torch.uint8), lens, BLOCK_SIZE)
+    spool, _ = in_blocks(scale[..., None], lens, BLOCK_SIZE)  # the same permutation (same seed)
     head_major = spool[..., 0].transpose(1, 2).contiguous().transpose(1, 2)
     return pool.view(FP8_DTYPE), head_major, table
 
@@ -57,8 +52,9 @@ def errors(out: torch.Tensor, q, k, v) -> float:
     q, k, v (B, Hkv, N, d)."""
     worst = 0.0
     for r in CHECKED:
-        ref = attention_ref(q[r : r + 1, :, None].float(), k[r : r + 1].float(),
-                            v[r : r + 1].float())[0, :, 0]
+        ref = attention_ref(
+            q[r : r + 1, :, None].float(), k[r : r + 1].float(), v[r : r + 1].float()
+        )[0, :, 0]
         worst = max(worst, (out[r].float() - ref).abs().max().item())
     return worst
 
@@ -79,6 +75,7 @@ def pytorch_error(q, k, v) -> float:
 def with_tile(block_n: int, fn):
     """fn run with the decode kernel's key tile set to block_n (4 warps, 3 stages), as
     bench.paged_decode's sweep sets it: the only departure from the shipped configuration."""
+
     def call():
         saved = paged_attention.decode_config
         paged_attention.decode_config = lambda *a: paged_attention.DecodeConfig(block_n, 4, 3)
@@ -86,13 +83,12 @@ def with_tile(block_n: int, fn):
             return fn()
         finally:
             paged_attention.decode_config = saved
+
     return call
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, required=True)
+    parser = arguments(__doc__)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains its choices
@@ -106,21 +102,21 @@ def main() -> None:
     (k8, ks), (v8, vs) = quantize_kv(k32), quantize_kv(v32)
     k_pool8, k_scale, table = pools(k8, ks, lens)
     v_pool8, v_scale, _ = pools(v8, vs, lens)
-    k_pool16, _ = to_pool(k16, lens, BLOCK_SIZE)
-    v_pool16, _ = to_pool(v16, lens, BLOCK_SIZE)
+    k_pool16, _ = in_blocks(k16, lens, BLOCK_SIZE)
+    v_pool16, _ = in_blocks(v16, lens, BLOCK_SIZE)
     fast = {"max_context_len": N}
     scales = {"k_scale": k_scale, "v_scale": v_scale}
     fns = {
         "fp8_paged": lambda: paged_decode(q, k_pool8, v_pool8, table, lens_t, **fast, **scales),
-        "fp8_paged_block_n_128": with_tile(128, lambda: paged_decode(
-            q, k_pool8, v_pool8, table, lens_t, **fast, **scales)),
+        "fp8_paged_block_n_128": with_tile(
+            128, lambda: paged_decode(q, k_pool8, v_pool8, table, lens_t, **fast, **scales)
+        ),
         "fp16_paged": lambda: paged_decode(q, k_pool16, v_pool16, table, lens_t, **fast),
     }
     # SDPA on the contiguous cache, GQA through enable_gqa if cuDNN takes it (it did in
     # data/bench-paged-decode-h200.json), else on kv heads repeated beforehand: `form` says
-    sdpa, _, sdpa_form = sdpa_fn("sdpa_cudnn", q[:, :, None], k16, v16, Decode("b64", B, N))
-    fns["sdpa_cudnn"] = lambda: sdpa()[:, :, 0]
-    backends = {"sdpa_cudnn": SDPA["sdpa_cudnn"]}
+    cudnn, sdpa_form = sdpa_fn("sdpa_cudnn", q[:, :, None], k16, v16, Decode("b64", B, N))
+    fns["sdpa_cudnn"] = lambda: cudnn()[:, :, 0]
     fp8_bytes = scaled_kv_cache_bytes(1, HKV, D, N, batch=B)
     fp16_bytes = kv_cache_bytes(1, HKV, D, N, batch=B)
     k_hat, v_hat = dequantize_kv(k8, ks), dequantize_kv(v8, vs)  # float32
@@ -128,57 +124,70 @@ def main() -> None:
     budget_fp16 = pytorch_error(q, k16, v16)
     records = {}
     for name, fn in fns.items():
-        with sdpa_kernel(backends[name]) if name in backends else contextlib.nullcontext():
+        with sdpa(name):
             out = fn()
         torch.cuda.synchronize()
         fp8 = name.startswith("fp8")
         own = errors(out, q, k_hat, v_hat) if fp8 else errors(out, q, k16, v16)
         budget = budget_fp8 if fp8 else budget_fp16
         if own > 2 * budget + 1e-6:
-            raise SystemExit(f"{name}: error {own:.3e} against the reference on its own cache, "
-                             f"more than twice PyTorch's {budget:.3e}: not timed")
+            raise SystemExit(
+                f"{name}: error {own:.3e} against the reference on its own cache, "
+                f"more than twice PyTorch's {budget:.3e}: not timed"
+            )
         records[name] = {
-            "impl": name, "kv_bytes": fp8_bytes if fp8 else fp16_bytes,
-            "form": {"fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
-                                  "float32 scales per token and kv head, shipped tiles",
-                     "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
-                     "fp16_paged": "the same block table, float16 pools",
-                     "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
-                     }[name],
-            "max_err_own_cache": own, "pytorch_err_own_cache": budget,
+            "impl": name,
+            "kv_bytes": fp8_bytes if fp8 else fp16_bytes,
+            "form": {
+                "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
+                "float32 scales per token and kv head, shipped tiles",
+                "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
+                "fp16_paged": "the same block table, float16 pools",
+                "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
+            }[name],
+            "max_err_own_cache": own,
+            "pytorch_err_own_cache": budget,
             "max_err_vs_float32_drawn": errors(out, q, k32, v32),
             "graph_ms_runs": [],
         }
         del out
     record = {
         "environment": environment(),
-        "shape": {"b": B, "ctx": N, "hq": HQ, "hkv": HKV, "d": D, "block_size": BLOCK_SIZE,
-                  "q_dtype": "float16"},
+        "shape": {
+            "b": B,
+            "ctx": N,
+            "hq": HQ,
+            "hkv": HKV,
+            "d": D,
+            "block_size": BLOCK_SIZE,
+            "q_dtype": "float16",
+        },
         "flops": attention_flops(B, HQ, 1, N, D, causal=True),
         "timing": "bench.core.time_ms(graph=True): minimodel.timing.gpu_time_ms, the median of "
-                  "do_bench_cudagraph replays; rounds in turns (graph_ms_runs), graph_ms their "
-                  "median",
+        "do_bench_cudagraph replays; rounds in turns (graph_ms_runs), graph_ms their "
+        "median",
         "bytes": "kv_bytes: fp8 rows roofline.scaled_kv_cache_bytes(1, Hkv, d, ctx, batch=B) "
-                 "(e4m3 values and float32 scales), the others roofline.kv_cache_bytes(1, Hkv, "
-                 "d, ctx, batch=B)",
+        "(e4m3 values and float32 scales), the others roofline.kv_cache_bytes(1, Hkv, "
+        "d, ctx, batch=B)",
         "copy_bytes_per_s": [copy_rate()],
         "records": [],
     }
     print(f"copy {record['copy_bytes_per_s'][0] / 1e9:.0f} GB/s", flush=True)
     for i in range(args.rounds):
         for name, fn in fns.items():
-            records[name]["graph_ms_runs"].append(time_ms(fn, backends.get(name), graph=True))
-        print(f"round {i + 1}/{args.rounds}: " + ", ".join(
-            f"{n} {r['graph_ms_runs'][-1] * 1e3:.1f} us" for n, r in records.items()), flush=True)
+            records[name]["graph_ms_runs"].append(time_ms(fn, name, graph=True))
+        print(
+            f"round {i + 1}/{args.rounds}: "
+            + ", ".join(f"{n} {r['graph_ms_runs'][-1] * 1e3:.1f} us" for n, r in records.items()),
+            flush=True,
+        )
     record["copy_bytes_per_s"].append(copy_rate())
     for rec in records.values():
         rec["graph_ms"] = statistics.median(rec["graph_ms_runs"])
         rec["graph_gb_per_s"] = rec["kv_bytes"] / rec["graph_ms"] / 1e6
     record["records"] = list(records.values())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s; wrote {args.out} "
-          f"({time.time() - t0:.0f} s)")
+    print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s ({time.time() - t0:.0f} s)")
+    save(args.out, record)
 
 
 if __name__ == "__main__":

@@ -12,54 +12,34 @@ fast path (max_context_len / max_query_len given, no sync) and, eager only, on t
 path (one sync, which cannot be captured).
 """
 
-import argparse
-import json
-from pathlib import Path
-
 import torch
 import torch.nn.functional as F
-import triton
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench.core import environment
+from bench.core import arguments, environment, in_blocks, save, sdpa
 from minimodel.attention import _check_call, attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.paged_attention import decode_contiguous, paged_decode, paged_prefill
 from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
 
-DEVICE = "cuda"
-
-
-def paged(k: torch.Tensor, block_size: int = 16, seed: int = 0):
-    """k: (B, Hkv, N, d) -> pool (num_blocks, block_size, Hkv, d) in random block order, table."""
-    b, hkv, n, d = k.shape
-    per = triton.cdiv(n, block_size)
-    g = torch.Generator(device=DEVICE).manual_seed(seed)
-    perm = torch.randperm(b * per, generator=g, device=DEVICE)
-    pool = torch.zeros((b * per, block_size, hkv, d), dtype=k.dtype, device=DEVICE)
-    padded = torch.zeros((b, hkv, per * block_size, d), dtype=k.dtype, device=DEVICE)
-    padded[:, :, :n] = k
-    pool[perm] = padded.view(b, hkv, per, block_size, d).permute(0, 2, 3, 1, 4).reshape(
-        b * per, block_size, hkv, d)
-    return pool, perm.view(b, per).to(torch.int32)
-
 
 def sdpa_cudnn(q, k, v, causal):
-    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                              enable_gqa=q.shape[1] != k.shape[1])
+    with sdpa("sdpa_cudnn"):
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]
+        )
 
 
 def measure(name: str, fn, capturable: bool = True) -> dict:
+    """The three times of one call; the host and graph times only where it can be captured."""
     fn()
     torch.cuda.synchronize()
-    rec = {"impl": name,
-           "host_us": host_time_us(fn) if capturable else None,
-           "gpu_ms": gpu_time_ms(fn) if capturable else None,
-           "eager_us": eager_time_us(fn)}
-    host, graph = rec["host_us"] or float("nan"), (rec["gpu_ms"] or float("nan")) * 1e3
-    print(f"  {name:28s} host {host:7.1f} us   graph {graph:8.1f} us   "
-          f"eager {rec['eager_us']:8.1f} us", flush=True)
+    rec = {
+        "impl": name,
+        "host_us": host_time_us(fn) if capturable else None,
+        "gpu_ms": gpu_time_ms(fn) if capturable else None,
+        "eager_us": eager_time_us(fn),
+    }
+    print(f"  {name:28s} {rec}", flush=True)
     return rec
 
 
@@ -71,96 +51,109 @@ def refuses(fn) -> bool:
     return False
 
 
-def decode_case(nk: int) -> dict:
+def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
+    """Decode (one query, n keys) or causal prefill (n queries and keys): every entry point and
+    SDPA-cuDNN timed, then each entry point given one bad argument."""
     torch.manual_seed(0)
-    b, hq, hkv, d = 1, 32, 8, 128
-    q = torch.randn(b, hq, 1, d, dtype=torch.float16, device=DEVICE)
-    k, v = (torch.randn(b, hkv, nk, d, dtype=torch.float16, device=DEVICE) for _ in range(2))
-    kp, table = paged(k)
-    vp, _ = paged(v)
-    lens = torch.full((b,), nk, dtype=torch.int32, device=DEVICE)
-    q3 = q[:, :, 0]
-    print(f"decode B={b} {hq}/{hkv} d={d} keys={nk}", flush=True)
+    nq = 1 if kind == "decode" else n
+    q = torch.randn(b, hq, nq, d, dtype=torch.float16, device="cuda")
+    k, v = (torch.randn(b, hkv, n, d, dtype=torch.float16, device="cuda") for _ in "kv")
+    (kp, table), (vp, _) = (in_blocks(t, [n] * b, 16, seed=0) for t in (k, v))
+    lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+    causal = kind == "prefill"
+    print(f"{kind} B={b} {hq}/{hkv} d={d} N={n}", flush=True)
     recs = [
-        measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, False)),
-        measure("attention", lambda: attention(q, k, v)),
-        measure("paged_decode_fast", lambda: paged_decode(q3, kp, vp, table, lens,
-                                                          max_context_len=nk)),
-        measure("paged_decode_checked", lambda: paged_decode(q3, kp, vp, table, lens),
-                capturable=False),
+        measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, causal)),
+        measure("attention", lambda: attention(q, k, v, causal=causal)),
     ]
-    # Where attention's host time goes: its checks, its two output allocations, and the decode
-    # kernel launched alone (num_splits=1: one launch, no merge) against the default split (the
-    # split kernel and the merge): their difference is what folding the merge into the split
-    # kernel would save.
-    tau = d**-0.5
-    parts = {
-        "checks": host_time_us(lambda: _check_call(q, k, v, False, None, None)),
-        "allocate_outputs": host_time_us(lambda: (
-            torch.empty(q.shape, dtype=q.dtype, device=DEVICE),
-            torch.empty(q.shape[:-1], dtype=torch.float32, device=DEVICE))),
-        "decode_one_launch": host_time_us(lambda: decode_contiguous(q, k, v, window=None,
-                                                                    tau=tau, num_splits=1)),
-        "decode_split_and_merge": host_time_us(lambda: decode_contiguous(q, k, v, window=None,
-                                                                         tau=tau)),
-    }
-    print("  host parts (us):", {name: round(us, 1) for name, us in parts.items()}, flush=True)
-    bad = table.clone()
-    bad[0, 0] = kp.shape[0]
-    still = {
-        "attention": refuses(lambda: attention(q, k, v.float())),
-        "paged_decode_fast": refuses(lambda: paged_decode(q3, kp, vp.float(), table, lens,
-                                                          max_context_len=nk)),
-        "paged_decode_checked": refuses(lambda: paged_decode(q3, kp, vp, bad, lens)),
-    }
-    return {"kind": "decode", "b": b, "hq": hq, "hkv": hkv, "d": d, "keys": nk, "records": recs,
-            "host_parts_us": parts, "still_refuses": still}
-
-
-def prefill_case(n: int, b: int = 4) -> dict:
-    torch.manual_seed(0)
-    h, d = 32, 128
-    q, k, v = (torch.randn(b, h, n, d, dtype=torch.float16, device=DEVICE) for _ in range(3))
-    kp, table = paged(k)
-    vp, _ = paged(v)
-    lens = torch.full((b,), n, dtype=torch.int32, device=DEVICE)
-    starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=DEVICE)
-    qp = q.transpose(1, 2).reshape(b * n, h, d).contiguous()
-    print(f"prefill B={b} H={h} d={d} N={n} causal", flush=True)
-    recs = [
-        measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, True)),
-        measure("attention", lambda: attention(q, k, v, causal=True)),
+    refused = {"attention": refuses(lambda: attention(q, k, v.float(), causal=causal))}
+    if kind == "decode":
+        q3, bad = q[:, :, 0], table.clone()
+        bad[0, 0] = kp.shape[0]
+        fast = lambda pool: paged_decode(q3, kp, pool, table, lens, max_context_len=n)
+        recs += [
+            measure("paged_decode_fast", lambda: fast(vp)),
+            measure(
+                "paged_decode_checked",
+                lambda: paged_decode(q3, kp, vp, table, lens),
+                capturable=False,
+            ),
+        ]
+        # Where attention's host time goes: its checks, its two output allocations, and the
+        # decode kernel launched alone (num_splits=1: one launch, no merge) against the default
+        # split (the split kernel and the merge): their difference is what folding the merge
+        # into the split kernel would save.
+        tau = d**-0.5
+        decode = lambda **kw: decode_contiguous(q, k, v, window=None, tau=tau, **kw)
+        outputs = lambda: (
+            torch.empty(q.shape, dtype=q.dtype, device="cuda"),
+            torch.empty(q.shape[:-1], dtype=torch.float32, device="cuda"),
+        )
+        parts = {
+            "checks": host_time_us(lambda: _check_call(q, k, v, False, None, None)),
+            "allocate_outputs": host_time_us(outputs),
+            "decode_one_launch": host_time_us(lambda: decode(num_splits=1)),
+            "decode_split_and_merge": host_time_us(decode),
+        }
+        print("  host parts (us):", {p: round(us, 1) for p, us in parts.items()}, flush=True)
+        refused |= {
+            "paged_decode_fast": refuses(lambda: fast(vp.float())),
+            "paged_decode_checked": refuses(lambda: paged_decode(q3, kp, vp, bad, lens)),
+        }
+        return {
+            "kind": kind,
+            "b": b,
+            "hq": hq,
+            "hkv": hkv,
+            "d": d,
+            "keys": n,
+            "records": recs,
+            "host_parts_us": parts,
+            "still_refuses": refused,
+        }
+    starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device="cuda")
+    qp = q.transpose(1, 2).reshape(b * n, hq, d).contiguous()
+    fast = lambda pool: paged_prefill(qp, kp, pool, table, lens, starts, max_query_len=n)
+    recs += [
         measure("flash_attention_hopper", lambda: flash_attention_hopper(q, k, v, causal=True)),
-        measure("paged_prefill_fast", lambda: paged_prefill(qp, kp, vp, table, lens, starts,
-                                                            max_query_len=n)),
-        measure("paged_prefill_checked", lambda: paged_prefill(qp, kp, vp, table, lens, starts),
-                capturable=False),
+        measure("paged_prefill_fast", lambda: fast(vp)),
+        measure(
+            "paged_prefill_checked",
+            lambda: paged_prefill(qp, kp, vp, table, lens, starts),
+            capturable=False,
+        ),
     ]
-    still = {
-        "attention": refuses(lambda: attention(q, k, v.float(), causal=True)),
-        "flash_attention_hopper": refuses(lambda: flash_attention_hopper(q, k, v[..., :64],
-                                                                         causal=True)),
-        "paged_prefill_fast": refuses(lambda: paged_prefill(qp, kp, vp.float(), table, lens,
-                                                            starts, max_query_len=n)),
+    refused |= {
+        "flash_attention_hopper": refuses(
+            lambda: flash_attention_hopper(q, k, v[..., :64], causal=True)
+        ),
+        "paged_prefill_fast": refuses(lambda: fast(vp.float())),
     }
-    return {"kind": "prefill", "b": b, "h": h, "d": d, "n": n, "causal": True, "records": recs,
-            "still_refuses": still}
+    return {
+        "kind": kind,
+        "b": b,
+        "h": hq,
+        "d": d,
+        "n": n,
+        "causal": True,
+        "records": recs,
+        "still_refuses": refused,
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
-    decode_case(4096)  # a first pass warms the process (lazy initialisation, caches), unrecorded
-    cases = [decode_case(4096), decode_case(32768), prefill_case(512), prefill_case(1024)]
-    data = {"environment": environment(),
-            "timing": "minimodel.timing: host_us = CPU wall time per call of 200 calls issued "
-                      "behind torch.cuda._sleep (median of 5 rounds); gpu_ms = do_bench_cudagraph "
-                      "median; eager_us = 200 calls and one sync (median of 5 rounds)",
-            "cases": cases}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"-> {args.out}")
+    args = arguments(__doc__).parse_args()
+    case(
+        "decode", 4096, 1, 32, 8
+    )  # a first pass warms the process (lazy initialisation), unrecorded
+    cases = [case("decode", n, 1, 32, 8) for n in (4096, 32768)]
+    cases += [case("prefill", n, 4, 32, 32) for n in (512, 1024)]
+    timing = (
+        "minimodel.timing: host_us = CPU wall time per call of 200 calls issued behind "
+        "torch.cuda._sleep (median of 5 rounds); gpu_ms = do_bench_cudagraph median; "
+        "eager_us = 200 calls and one sync (median of 5 rounds)"
+    )
+    save(args.out, {"environment": environment(), "timing": timing, "cases": cases})
 
 
 if __name__ == "__main__":

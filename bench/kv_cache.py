@@ -2,19 +2,14 @@
 runs the canonical 64-token verb sequence (a prefill of 16 tokens, then 48 decode steps through
 the KV cache, with `grouped_attention`), and the cache's bytes are measured from its tensors
 (`cache_bytes`: storages allocated, slots written) beside Theory 04's formula
-(`roofline.kv_cache_bytes`). Writes data/kv-cache-verbs.json; figures/lab04.py makes the
-tables from it.
+(`roofline.kv_cache_bytes`). A few seconds on a CPU:
 
-    python -m bench.kv_cache            # a few seconds on a CPU
+    python -m bench.kv_cache            # writes data/kv-cache-verbs.json
 """
-
-import argparse
-import json
-from pathlib import Path
 
 import torch
 
-from bench.core import environment
+from bench.core import DATA, arguments, environment, save
 from minimodel.attention_mqa_gqa import (
     blank_kv_cache,
     cache_bytes,
@@ -25,7 +20,6 @@ from minimodel.minigpt import MiniGPT
 from minimodel.roofline import kv_cache_bytes
 from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = (8, 4, 2, 1)  # kv heads: kv8 is MHA, kv4 and kv2 GQA, kv1 MQA
 PREFILL = 16  # tokens of the sequence in the prefill; the other 48 are decoded one at a time
 DTYPE = torch.float32  # the dtype the lab's models are trained and run in
@@ -41,15 +35,18 @@ def measure(n_kv_heads: int) -> dict:
     cache = blank_kv_cache(config, batch=1, dtype=DTYPE)
     empty = cache_bytes(cache)
     with torch.no_grad():
-        steps = [model(tokens[:, :PREFILL], torch.arange(PREFILL)[None], cache,
-                       attn=grouped_attention)]
+        prefill = torch.arange(PREFILL)[None]
+        steps = [model(tokens[:, :PREFILL], prefill, cache, attn=grouped_attention)]
         after_prefill = cache_bytes(cache)
         for i in range(PREFILL, n):
-            steps.append(model(tokens[:, i : i + 1], torch.tensor([[i]]), cache,
-                               attn=grouped_attention))
+            steps.append(
+                model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, attn=grouped_attention)
+            )
         full = model(tokens, attn=grouped_attention)
     measured = cache_bytes(cache)
-    layers, d, elem = config.n_layers, config.head_dim, DTYPE.itemsize
+    formula = lambda n_tokens: kv_cache_bytes(
+        config.n_layers, n_kv_heads, config.head_dim, n_tokens, elem_bytes=DTYPE.itemsize
+    )
     record = {
         "name": f"kv{n_kv_heads}",
         "n_kv_heads": n_kv_heads,
@@ -59,53 +56,48 @@ def measure(n_kv_heads: int) -> dict:
         "filled_after_prefill": after_prefill.filled,
         "allocated": measured.allocated,
         "filled": measured.filled,
-        "formula_allocated": kv_cache_bytes(layers, n_kv_heads, d, config.max_seq_len,
-                                            elem_bytes=elem),
-        "formula_filled": kv_cache_bytes(layers, n_kv_heads, d, n, elem_bytes=elem),
-        "formula_after_prefill": kv_cache_bytes(layers, n_kv_heads, d, PREFILL, elem_bytes=elem),
-        "formula_per_token": kv_cache_bytes(layers, n_kv_heads, d, 1, elem_bytes=elem),
+        "formula_allocated": formula(config.max_seq_len),
+        "formula_filled": formula(n),
+        "formula_after_prefill": formula(PREFILL),
+        "formula_per_token": formula(1),
         "minigpt_nbytes": cache.nbytes(),
         "decode_vs_full_max_abs": (torch.cat(steps, dim=1) - full).abs().max().item(),
     }
-    for key, formula in (("allocated", "formula_allocated"), ("filled", "formula_filled"),
-                         ("filled_after_prefill", "formula_after_prefill")):
-        if record[key] != record[formula]:
-            raise SystemExit(f"kv{n_kv_heads}: measured {key} {record[key]} != {formula} "
-                             f"{record[formula]}")
+    for key in ("allocated", "filled", "filled_after_prefill"):
+        formula_key = "formula_" + key.removeprefix("filled_")
+        if record[key] != record[formula_key]:
+            raise SystemExit(
+                f"kv{n_kv_heads}: measured {key} {record[key]} != {formula_key} "
+                f"{record[formula_key]}"
+            )
     return record
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "data" / "kv-cache-verbs.json")
-    args = parser.parse_args()
-    config = verb_model_config()
-    tokens = verb_sequence()
+    args = arguments(__doc__, DATA / "kv-cache-verbs.json").parse_args()
+    config, tokens = verb_model_config(), verb_sequence()
     assert len(tokens) == VERB_SEQUENCE_LEN
+    fields = ("n_layers", "n_heads", "head_dim", "d_model", "max_seq_len", "vocab_size")
     record = {
         "environment": environment(),
         "what": "KV cache of the lab's MiniGPT over the canonical verb sequence, measured from "
-                "the tensors (minimodel.attention_mqa_gqa.cache_bytes) beside "
-                "minimodel.roofline.kv_cache_bytes",
+        "the tensors (minimodel.attention_mqa_gqa.cache_bytes) beside "
+        "minimodel.roofline.kv_cache_bytes",
         "sequence": tokenizer().decode(tokens),
         "tokens": len(tokens),
         "prefill": PREFILL,
         "dtype": str(DTYPE).removeprefix("torch."),
         "elem_bytes": DTYPE.itemsize,
-        "config": {"n_layers": config.n_layers, "n_heads": config.n_heads,
-                   "head_dim": config.head_dim, "d_model": config.d_model,
-                   "max_seq_len": config.max_seq_len, "vocab_size": config.vocab_size},
-        "variants": [],
+        "config": {f: getattr(config, f) for f in fields},
+        "variants": [measure(n) for n in VARIANTS],
     }
-    for n_kv_heads in VARIANTS:
-        row = measure(n_kv_heads)
-        record["variants"].append(row)
-        print(f"{row['name']}: allocated {row['allocated']:,} B, filled {row['filled']:,} B "
-              f"(formula {row['formula_filled']:,} B), decode vs full pass "
-              f"{row['decode_vs_full_max_abs']:.1e}")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
-    print(f"wrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    for row in record["variants"]:
+        print(
+            f"{row['name']}: allocated {row['allocated']:,} B, filled {row['filled']:,} B "
+            f"(formula {row['formula_filled']:,} B), decode vs full pass "
+            f"{row['decode_vs_full_max_abs']:.1e}"
+        )
+    save(args.out, record, indent=2, ensure_ascii=False)
 
 
 if __name__ == "__main__":

@@ -9,21 +9,15 @@ launch is checked against the JIT's output first.
     MINIMODEL_COMMIT=<hash> python -m bench.launch_costs --out data/launch-costs-h200.json
 """
 
-import argparse
-import json
-from pathlib import Path
-
 import torch
 
-from bench.core import environment
+from bench.core import arguments, environment, error, save
 from minimodel.paged_attention import _merge_splits
 from minimodel.timing import host_time_us
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
-    args = parser.parse_args()
+    args = arguments(__doc__).parse_args()
     b, hq, splits, d = 1, 32, 16, 128  # decode B = 1, 32 query heads, as bench.host_path
     part = torch.randn(b, hq, splits, d, device="cuda")
     lse_part = torch.randn(b, hq, splits, device="cuda")
@@ -34,20 +28,24 @@ def main() -> None:
     tensors = (part, lse_part, o, lse)
 
     def jit():
-        return _merge_splits[(b * hq,)](*tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16,
-                                        num_warps=4)
+        return _merge_splits[(b * hq,)](*tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, num_warps=4)
 
     kernel = jit()
     want = o.clone(), lse.clone()
     stream = torch.cuda.current_stream().cuda_stream
 
-    def direct(pointers):
-        return lambda: kernel.run(b * hq, 1, 1, stream, kernel.function, kernel.packed_metadata,
-                                  None, None, None, *pointers, *ints, *constexprs)
+    # grid, stream, the compiled function and its metadata; no launch metadata, enter or exit hook
+    launch = (b * hq, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None)
 
-    calls = {"jit": jit, "direct_tensors": direct(tensors),
-             "direct_ints": direct([t.data_ptr() for t in tensors]),
-             "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda")}
+    def direct(pointers):
+        return lambda: kernel.run(*launch, *pointers, *ints, *constexprs)
+
+    calls = {
+        "jit": jit,
+        "direct_tensors": direct(tensors),
+        "direct_ints": direct([t.data_ptr() for t in tensors]),
+        "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda"),
+    }
     host_us, errors = {}, {}
     for name, fn in calls.items():
         try:
@@ -59,16 +57,19 @@ def main() -> None:
                     raise RuntimeError("output differs from the JIT launch's")
             host_us[name] = host_time_us(fn)
         except Exception as err:  # recorded, not hidden: the data says which way failed and why
-            errors[name] = f"{type(err).__name__}: {err}"
+            errors[name] = error(err)
         print(name, host_us.get(name), errors.get(name, ""), flush=True)
-    data = {"environment": environment(),
-            "timing": "minimodel.timing.host_time_us: CPU wall time per call, 200 calls behind "
-                      "torch.cuda._sleep, median of 5 rounds",
-            "kernel": "_merge_splits, grid (32,), 4 tensors and 14 ints",
-            "host_us": host_us, "errors": errors}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"-> {args.out}")
+    data = {
+        "environment": environment(),
+        "timing": (
+            "minimodel.timing.host_time_us: CPU wall time per call, 200 calls behind "
+            "torch.cuda._sleep, median of 5 rounds"
+        ),
+        "kernel": "_merge_splits, grid (32,), 4 tensors and 14 ints",
+        "host_us": host_us,
+        "errors": errors,
+    }
+    save(args.out, data)
 
 
 if __name__ == "__main__":

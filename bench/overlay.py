@@ -1,22 +1,19 @@
 """Time every case of the roofline overlay (bench/bytes.py's CASES) on the GPU, then profile the
 same cases under Nsight Compute with the same Flash tiles (bench/bytes.py); writes
-data/roofline-overlay-h200.json and data/bytes-h200.json. `python -m figures.overlay` draws them.
+data/roofline-overlay-h200.json and data/bytes-h200.json. `python -m figures overlay` draws them.
 
     python -m bench.overlay                   # on the H200 (ncu needs counter access: README)
-    python -m bench.overlay --out-dir DIR     # into DIR instead of data/
+    python -m bench.overlay --out DIR         # into DIR instead of data/
 """
 
-import argparse
 import json
 import time
-from pathlib import Path
 
 import torch
 
-from bench.bytes import CASES
-from bench.core import DATA, environment
+from bench import bytes as measure_bytes
+from bench.core import DATA, arguments, environment, save, time_ms
 
-# ------------------------------------------------------------------------------------
 
 def totals(kernels: list[dict]) -> dict[str, float]:
     """Each metric summed over a case's kernels (None where ncu gave no value)."""
@@ -44,26 +41,25 @@ def time_case(fn) -> dict[str, float]:
     work between them and the L2 as the previous call left it. call: each call timed from Python
     (triton.testing.do_bench, median, L2 flushed before each call): what a caller waits, the
     wrapper's host work included when it outlasts the kernels."""
-    from bench.core import time_ms
+    q = [0.5, 0.2, 0.8]
+    device, call = (
+        time_ms(fn, graph=True, rep=20, quantiles=q),
+        time_ms(fn, warmup=10, rep=40, quantiles=q),
+    )
+    return {
+        f"{name}{suffix}_s": ms / 1e3
+        for name, times in (("device", device), ("call", call))
+        for suffix, ms in zip(("", "_q20", "_q80"), times, strict=True)
+    }
 
-    dev = time_ms(fn, graph=True, rep=20, quantiles=[0.5, 0.2, 0.8])
-    call = time_ms(fn, warmup=10, rep=40, quantiles=[0.5, 0.2, 0.8])
-    return {"device_s": dev[0] / 1e3, "device_q20_s": dev[1] / 1e3, "device_q80_s": dev[2] / 1e3,
-            "call_s": call[0] / 1e3, "call_q20_s": call[1] / 1e3, "call_q80_s": call[2] / 1e3}
 
-
-def measure(out_dir: Path, log=print) -> None:
-    """Time every case twice over (the second pass is kept; the first is recorded beside it),
-    then profile the same cases under ncu with the same Flash tiles; write both data files into
-    out_dir."""
-    from bench import bytes as measure_bytes
-
-    out_dir.mkdir(parents=True, exist_ok=True)
+def main() -> None:
+    out = arguments(__doc__, DATA).parse_args().out
     timed, errors, pins = {}, {}, {}
     t0 = time.time()
     warm_up_gpu()
-    for attempt in ("first", "kept"):
-        for case in CASES:
+    for attempt in ("first", "kept"):  # the second pass is kept; the first is recorded beside it
+        for case in measure_bytes.CASES:
             if case.id in errors:
                 continue
             try:
@@ -74,7 +70,7 @@ def measure(out_dir: Path, log=print) -> None:
                     times = time_case(fn)
             except Exception as e:  # recorded: the data file says which case failed, and why
                 errors[case.id] = f"{type(e).__name__}: {e}"[:300]
-                log(f"{case.id}: FAILED {errors[case.id]}")
+                print(f"{case.id}: FAILED {errors[case.id]}", flush=True)
                 continue
             if attempt == "first":
                 timed[case.id] = {"first_pass": times}
@@ -82,13 +78,12 @@ def measure(out_dir: Path, log=print) -> None:
             timed[case.id].update(params=params, **times)
             if case.impl == "flash":
                 pins[case.id] = params
-            log(f"{case.id}: device {times['device_s'] * 1e6:.1f} us, call "
-                f"{times['call_s'] * 1e6:.1f} us {params} ({time.time() - t0:.0f} s)")
-    pins_path = out_dir / ".pins.json"
-    pins_path.write_text(json.dumps(pins))
-    (out_dir / "roofline-overlay-h200.json").write_text(json.dumps(  # kept if ncu fails
-        {"environment": environment(), "cases": timed, "errors": errors}, indent=1) + "\n")
-    profiled = measure_bytes.measure(out_dir / "bytes-h200.json", str(pins_path), log=log)
+            us = {k: f"{times[k + '_s'] * 1e6:.1f} us" for k in ("device", "call")}
+            print(f"{case.id}: {us} {params} ({time.time() - t0:.0f} s)", flush=True)
+    (out / ".pins.json").write_text(json.dumps(pins))
+    record = {"environment": environment(), "cases": timed, "errors": errors}
+    save(out / "roofline-overlay-h200.json", record)  # kept if ncu fails
+    profiled = measure_bytes.measure(out / "bytes-h200.json", str(out / ".pins.json"))
     for case_id, entry in profiled["cases"].items():
         if case_id in timed:
             timed[case_id]["all"] = totals(entry.get("all", []))
@@ -96,21 +91,13 @@ def measure(out_dir: Path, log=print) -> None:
             timed[case_id]["kernels"] = [k["kernel"] for k in entry.get("all", [])]
             if entry["params"] != timed[case_id].get("params"):
                 timed[case_id]["params_under_ncu"] = entry["params"]
-    record = {"environment": environment(),
-              "timing": " ".join(time_case.__doc__.split(". ", 1)[1].split()),
-              "cases": timed, "errors": {**errors, **profiled["errors"]},
-              "ncu": profiled["commands"]}
-    (out_dir / "roofline-overlay-h200.json").write_text(json.dumps(record, indent=1) + "\n")
-    log(f"done in {time.time() - t0:.0f} s")
-
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out-dir", type=Path, default=DATA)
-    args = parser.parse_args()
-    measure(args.out_dir, log=lambda s: print(s, flush=True))
+    record |= {
+        "timing": " ".join(time_case.__doc__.split(". ", 1)[1].split()),
+        "errors": {**errors, **profiled["errors"]},
+        "ncu": profiled["commands"],
+    }
+    save(out / "roofline-overlay-h200.json", record)
+    print(f"done in {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -7,30 +7,17 @@ replay. Medians in ms. Run on the GPU:
     python -m bench.paged_checks --out data/paged-checks-h200.json   # about a minute
 """
 
-import argparse
 import functools
-import json
-from pathlib import Path
 
 import torch
 import triton
 
-from bench.core import environment, time_ms
+from bench.core import DATA, arguments, environment, save, time_ms
 from minimodel.paged_attention import paged_decode, paged_prefill
 
-DECODE = [  # (B, Hq, Hkv, d, context, block_size)
-    (1, 32, 8, 128, 32768, 16), (64, 32, 8, 128, 4096, 16), (256, 32, 8, 128, 512, 16),
-    (16, 32, 8, 128, 32768, 64),
-]
-PREFILL = [(4, 32, 8, 128, 4096, 1024, 16)]  # (B, Hq, Hkv, d, context, new tokens, block_size)
-
-
-def pools(b, hkv, d, ctx, block_size):
-    blocks = b * triton.cdiv(ctx, block_size)
-    k = torch.randn(blocks, block_size, hkv, d, device="cuda", dtype=torch.float16)
-    table = torch.randperm(blocks, device="cuda").to(torch.int32).view(b, -1)
-    lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
-    return k, torch.randn_like(k), table, lens
+HQ, HKV, D = 32, 8, 128
+DECODE = [(1, 32768, 16), (64, 4096, 16), (256, 512, 16), (16, 32768, 64)]  # (B, context, block)
+PREFILL = [(4, 4096, 1024, 16)]  # (B, context, new tokens, block size)
 
 
 def zeroed(flags, call, **kwargs):
@@ -39,59 +26,49 @@ def zeroed(flags, call, **kwargs):
     return call(**kwargs)
 
 
-def measure(fns: dict) -> list[dict]:
+def paths(kernel, q, b: int, ctx: int, block_size: int, *args, **fast) -> list[dict]:
+    """`kernel` on a random pool and table: the checked path (eager only: it syncs), the fast
+    path (`fast`: the host ints), and the fast path with error flags."""
+    blocks = b * triton.cdiv(ctx, block_size)
+    k = torch.randn(blocks, block_size, HKV, D, device="cuda", dtype=torch.float16)
+    table = torch.randperm(blocks, device="cuda").to(torch.int32).view(b, -1)
+    lens = torch.full((b,), ctx, dtype=torch.int32, device="cuda")
+    flags = torch.zeros(b, dtype=torch.int32, device="cuda")
+    call = functools.partial(kernel, q, k, torch.randn_like(k), table, lens, *args)
     rows = []
-    for path, (fn, capturable) in fns.items():
+    for path, fn in (
+        ("checked", call),
+        ("fast", functools.partial(call, **fast)),
+        ("fast+flags", functools.partial(zeroed, flags, call, **fast, error_flags=flags)),
+    ):
         fn()
         torch.cuda.synchronize()
-        eager = time_ms(fn)
-        graph = None
-        if capturable:
+        rows.append({"path": path, "eager_ms": time_ms(fn), "graph_ms": None})
+        if path != "checked":
             with torch.cuda.stream(torch.cuda.Stream()):
-                graph = time_ms(fn, graph=True)
-        rows.append({"path": path, "eager_ms": eager, "graph_ms": graph})
-        shown = "-" if graph is None else f"{graph:.4f}"
-        print(f"  {path:12s} eager {eager:.4f} ms  graph {shown} ms", flush=True)
+                rows[-1]["graph_ms"] = time_ms(fn, graph=True)
+        print(f"  {rows[-1]}", flush=True)
     return rows
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path("data/paged-checks-h200.json"))
-    args = parser.parse_args()
+    args = arguments(__doc__, DATA / "paged-checks-h200.json").parse_args()
     record = {"environment": environment(), "decode": [], "prefill": []}
-    for b, hq, hkv, d, ctx, bs in DECODE:
+    shape = {"Hq": HQ, "Hkv": HKV, "d": D}
+    for b, ctx, bs in DECODE:
         print(f"decode B={b} ctx={ctx} blocks of {bs}", flush=True)
-        k, v, table, lens = pools(b, hkv, d, ctx, bs)
-        q = torch.randn(b, hq, d, device="cuda", dtype=torch.float16)
-        flags = torch.zeros(b, dtype=torch.int32, device="cuda")
-        call = functools.partial(paged_decode, q, k, v, table, lens)
-        rows = measure({
-            "checked": (call, False),
-            "fast": (functools.partial(call, max_context_len=ctx), True),
-            "fast+flags": (functools.partial(zeroed, flags, call, max_context_len=ctx,
-                                             error_flags=flags), True),
-        })
-        record["decode"].append({"B": b, "Hq": hq, "Hkv": hkv, "d": d, "context": ctx,
-                                 "block_size": bs, "rows": rows})
-    for b, hq, hkv, d, ctx, new, bs in PREFILL:
+        q = torch.randn(b, HQ, D, device="cuda", dtype=torch.float16)
+        rows = paths(paged_decode, q, b, ctx, bs, max_context_len=ctx)
+        record["decode"].append({"B": b, **shape, "context": ctx, "block_size": bs, "rows": rows})
+    for b, ctx, new, bs in PREFILL:
         print(f"prefill B={b} ctx={ctx} new={new}", flush=True)
-        k, v, table, lens = pools(b, hkv, d, ctx, bs)
-        q = torch.randn(b * new, hq, d, device="cuda", dtype=torch.float16)
+        q = torch.randn(b * new, HQ, D, device="cuda", dtype=torch.float16)
         starts = torch.arange(0, (b + 1) * new, new, dtype=torch.int32, device="cuda")
-        flags = torch.zeros(b, dtype=torch.int32, device="cuda")
-        call = functools.partial(paged_prefill, q, k, v, table, lens, starts)
-        rows = measure({
-            "checked": (call, False),
-            "fast": (functools.partial(call, max_query_len=new), True),
-            "fast+flags": (functools.partial(zeroed, flags, call, max_query_len=new,
-                                             error_flags=flags), True),
-        })
-        record["prefill"].append({"B": b, "Hq": hq, "Hkv": hkv, "d": d, "context": ctx,
-                                  "new_tokens": new, "block_size": bs, "rows": rows})
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {args.out}")
+        rows = paths(paged_prefill, q, b, ctx, bs, starts, max_query_len=new)
+        record["prefill"].append(
+            {"B": b, **shape, "context": ctx, "new_tokens": new, "block_size": bs, "rows": rows}
+        )
+    save(args.out, record, indent=2)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,7 @@ and (b) with paging, at block sizes 8, 16, 32 and 64, without and with prefix sh
 
 The paged runs use minimodel's BlockManager itself; the contiguous run uses a slot counter (a
 perfect allocator: no external fragmentation, so its figures are an upper bound for contiguous
-systems). Writes data/paged-memory.json with its environment; figures/paged_memory.py makes
-the table and the figure.
+systems).
 
     python -m bench.paged_memory                  # under a minute, progress on stderr
     python -m bench.paged_memory --out /tmp/x.json --requests 40   # a smoke run
@@ -18,21 +17,17 @@ the head of the waiting queue. A request admitted in a step is prefilled in it a
 token.
 """
 
-import argparse
-import json
 import math
 import random
 import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from bench.core import environment
+from bench.core import DATA, arguments, environment, save
 from minimodel.block_manager import AllocStatus, BlockManager
 from minimodel.verbs import corpus, tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
 BLOCK_SIZES = (8, 16, 32, 64)
 SEED = 0
 
@@ -59,15 +54,15 @@ def verb_workload(n: int) -> Workload:
     """Prompts: a shared one-line example, then the head of a corpus line ('cantar pretérito: ');
     output: the rest of that line. The line is drawn at random from the other 59."""
     tok, lines = tokenizer(), corpus().splitlines()
-    example = lines[0] + "\n"
-    rng = random.Random(SEED)
-    requests = []
+    rng, requests = random.Random(SEED), []
     for _ in range(n):
-        line = lines[rng.randrange(1, len(lines))]
-        head, rest = line.split(": ", 1)
-        requests.append((tuple(tok.encode(example + head + ": ")), len(rest) + 1))
-    return Workload("verbs", "verb corpus: a shared one-line example, the head of a line as "
-                    "prompt, the rest of the line as output", 256, 16 * 256, tuple(requests))
+        head, rest = lines[rng.randrange(1, len(lines))].split(": ", 1)
+        requests.append((tuple(tok.encode(lines[0] + "\n" + head + ": ")), len(rest) + 1))
+    what = (
+        "verb corpus: a shared one-line example, the head of a line as prompt, the rest of "
+        "the line as output"
+    )
+    return Workload("verbs", what, 256, 16 * 256, tuple(requests))
 
 
 def long_tail_workload(n: int) -> Workload:
@@ -75,19 +70,21 @@ def long_tail_workload(n: int) -> Workload:
     sigma 1, clipped to [1, 960]); log-normal output lengths (median 256, sigma 1, clipped to
     [1, 1024]): at most 2,048 tokens in all."""
     rng = random.Random(SEED + 1)
-    system = tuple(rng.randrange(32000) for _ in range(64))
-    requests = []
+    system, requests = tuple(rng.randrange(32000) for _ in range(64)), []
     for _ in range(n):
         p = min(960, max(1, round(rng.lognormvariate(math.log(128), 1.0))))
         o = min(1024, max(1, round(rng.lognormvariate(math.log(256), 1.0))))
         requests.append((system + tuple(rng.randrange(32000) for _ in range(p)), o))
-    return Workload("long-tail", "synthetic: a shared 64-token system prompt, then log-normal "
-                    "prompt and output lengths (medians 128 and 256 tokens, sigma 1)",
-                    2048, 16 * 2048, tuple(requests))
+    what = (
+        "synthetic: a shared 64-token system prompt, then log-normal prompt and output "
+        "lengths (medians 128 and 256 tokens, sigma 1)"
+    )
+    return Workload("long-tail", what, 2048, 16 * 2048, tuple(requests))
 
 
 class Contiguous:
-    """A reservation of max_len slots per request, taken whole at admission."""
+    """A reservation of max_len slots per request, taken whole at admission; the same calls as
+    the BlockManager's that the scheduler makes."""
 
     def __init__(self, budget: int, max_len: int):
         self.budget, self.max_len, self.live = budget, max_len, {}
@@ -142,17 +139,15 @@ class Paged:
         # token states that are stored once.
         logical = sum(len(r.tokens) for r in running)
         holders = sum(math.ceil(len(r.tokens) / self.b) for r in running)
-        held = self.m.num_blocks - self.m.num_free_blocks
-        return logical - self.b * (holders - held)
+        return logical - self.b * (holders - self.reserved_slots() // self.b)
 
 
 def simulate(workload: Workload, layout, label: str) -> dict:
     waiting = deque(Request(i, list(p), o) for i, (p, o) in enumerate(workload.requests))
     running: list[Request] = []
     rng = random.Random(SEED + 2)  # the generated tokens (they matter only to prefix hashes)
-    steps = saturated = preemptions = rejected = 0
-    used_sum = reserved_sum = running_sum = 0
-    max_running = prefill_computed = prefill_cached = 0
+    steps = saturated = preemptions = rejected = used = reserved = in_flight = 0
+    max_running = computed = cached = 0
     t0 = time.perf_counter()
     while waiting or running:
         steps += 1
@@ -190,70 +185,83 @@ def simulate(workload: Workload, layout, label: str) -> dict:
             req = waiting.popleft()
             layout.allocate(req.rid, req.prompt)
             layout.mark_computed(req.rid, len(req.prompt))  # prefilled in this step
-            cached = layout.num_cached_tokens(req.rid)
-            prefill_cached += cached
-            prefill_computed += len(req.prompt) - cached
+            hit = layout.num_cached_tokens(req.rid)
+            cached, computed = cached + hit, computed + len(req.prompt) - hit
             req.tokens = list(req.prompt)
             req.generated += 1  # the prefill yields the next output token
             running.append(req)
         if waiting:  # the server is saturated: the figures that describe capacity
             saturated += 1
-            used_sum += layout.token_states(running)
-            reserved_sum += layout.reserved_slots()
-            running_sum += len(running)
+            used += layout.token_states(running)
+            reserved += layout.reserved_slots()
+            in_flight += len(running)
         max_running = max(max_running, len(running))
         if steps % 2000 == 0:
-            print(f"  {label}: step {steps}, {len(waiting)} waiting, {len(running)} running, "
-                  f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
+            print(
+                f"  {label}: step {steps}, {len(waiting)} waiting, {len(running)} running, "
+                f"{time.perf_counter() - t0:.1f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     if not saturated:
         raise SystemExit(f"{label}: every request fit at once; use more requests")
     return {
         "steps": steps,
         "saturated_steps": saturated,
-        "token_states_of_reserved": used_sum / reserved_sum,
-        "token_states_of_budget": used_sum / (saturated * workload.budget),
-        "mean_running": running_sum / saturated,
+        "token_states_of_reserved": used / reserved,
+        "token_states_of_budget": used / (saturated * workload.budget),
+        "mean_running": in_flight / saturated,
         "max_running": max_running,
         "preemptions": preemptions,
         "rejected": rejected,
-        "prefill_tokens_computed": prefill_computed,
-        "prefill_tokens_cached": prefill_cached,
+        "prefill_tokens_computed": computed,
+        "prefill_tokens_cached": cached,
     }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, default=ROOT / "data" / "paged-memory.json")
+    parser = arguments(__doc__, DATA / "paged-memory.json")
     parser.add_argument("--requests", type=int, default=400, help="requests per workload")
     args = parser.parse_args()
-    record = {"environment": environment(), "seed": SEED, "requests": args.requests,
-              "block_sizes": list(BLOCK_SIZES), "workloads": []}
-    for workload in (verb_workload(args.requests), long_tail_workload(args.requests)):
-        prompts = [len(p) for p, _ in workload.requests]
-        outputs = [o for _, o in workload.requests]
+    record = {
+        "environment": environment(),
+        "seed": SEED,
+        "requests": args.requests,
+        "block_sizes": list(BLOCK_SIZES),
+        "workloads": [],
+    }
+    for w in (verb_workload(args.requests), long_tail_workload(args.requests)):
+        prompts, outputs = [len(p) for p, _ in w.requests], [o for _, o in w.requests]
         runs = []
-        layouts = [("contiguous", None, False)]
-        layouts += [("paged", b, sharing) for sharing in (False, True) for b in BLOCK_SIZES]
-        for kind, b, sharing in layouts:
-            label = f"{workload.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
+        layouts = [(None, False)] + [(b, sharing) for sharing in (False, True) for b in BLOCK_SIZES]
+        for b, sharing in layouts:
+            kind = "contiguous" if b is None else "paged"
+            label = f"{w.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
             print(f"{label} ...", file=sys.stderr, flush=True)
-            layout = (Contiguous(workload.budget, workload.max_len) if b is None
-                      else Paged(workload.budget, b, sharing))
-            result = simulate(workload, layout, label)
+            layout = Contiguous(w.budget, w.max_len) if b is None else Paged(w.budget, b, sharing)
+            result = simulate(w, layout, label)
             runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
-            print(f"  {result['token_states_of_reserved']:.1%} of reserved slots hold token "
-                  f"states, {result['mean_running']:.1f} running, {result['preemptions']} "
-                  f"preemptions", file=sys.stderr, flush=True)
-        record["workloads"].append({
-            "name": workload.name, "description": workload.description,
-            "max_len": workload.max_len, "budget_slots": workload.budget,
-            "mean_prompt": sum(prompts) / len(prompts), "max_prompt": max(prompts),
-            "mean_output": sum(outputs) / len(outputs), "max_output": max(outputs),
-            "runs": runs,
-        })
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {args.out}", file=sys.stderr)
+            print(
+                f"  {result['token_states_of_reserved']:.1%} of reserved slots hold token "
+                f"states, {result['mean_running']:.1f} running, {result['preemptions']} "
+                "preemptions",
+                file=sys.stderr,
+                flush=True,
+            )
+        record["workloads"].append(
+            {
+                "name": w.name,
+                "description": w.description,
+                "max_len": w.max_len,
+                "budget_slots": w.budget,
+                "mean_prompt": sum(prompts) / len(prompts),
+                "max_prompt": max(prompts),
+                "mean_output": sum(outputs) / len(outputs),
+                "max_output": max(outputs),
+                "runs": runs,
+            }
+        )
+    save(args.out, record, indent=2)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,7 @@
 converted to GQA (kv4, kv2) and MQA (kv1) by mean-pooling its kv heads
 (`minimodel.attention_mqa_gqa.mean_pool_kv`), uptrained for 5% and 20% of the original steps,
 and the same variants trained from scratch; held-out loss on verbs the training never saw.
-Every run is repeated for several seeds. Writes data/gqa-quality.json; figures/lab04.py
-makes the table and the figure from it.
+Every run is repeated for several seeds.
 
     python -m bench.train_variants                  # ~6 min on one CPU core
     python -m bench.train_variants --seeds 0 --steps 40 --out /tmp/q.json   # smoke run
@@ -25,23 +24,19 @@ The recipe, the same for every run:
   its space, that is, everything a model can predict once it knows the verb.
 """
 
-import argparse
-import json
 import math
 import sys
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bench.core import environment
+from bench.core import DATA, arguments, environment, save
 from minimodel.attention_mqa_gqa import grouped_attention, mean_pool_kv, verb_model_config
 from minimodel.minigpt import MiniGPT
 from minimodel.verbs import REGULAR, corpus, tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = (8, 4, 2, 1)
 HELD_OUT = REGULAR[1::4]  # cantar, trabajar, beber, comprender, abrir, partir
 STEPS, BATCH, LR, LR_END = 300, 16, 1e-3, 1e-4
@@ -54,7 +49,6 @@ def split() -> tuple[list[str], list[str]]:
     lines = corpus().splitlines()
     train = [line for line in lines if line.split()[0] not in HELD_OUT]
     held = [line for line in lines if line.split()[0] in HELD_OUT]
-    assert {x.split()[0] for x in train}.isdisjoint(x.split()[0] for x in held)
     assert len(held) == 2 * len(HELD_OUT) and len(train) + len(held) == len(lines)
     return train, held
 
@@ -65,18 +59,14 @@ def encode(lines: list[str]) -> tuple[torch.Tensor, ...]:
     the infinitive and its space; and the mask of the scored characters that repeat the verb's
     stem (the infinitive less its -ar/-er/-ir) inside the conjugated forms, for regular verbs
     (every held-out verb is one)."""
-    tok = tokenizer()
-    ids = [tok.encode(line) for line in lines]
-    width = max(map(len, ids))
-    tokens = torch.zeros(len(ids), width, dtype=torch.long)
-    real = torch.zeros(len(ids), width, dtype=torch.bool)
-    scored = torch.zeros(len(ids), width, dtype=torch.bool)
-    stem = torch.zeros(len(ids), width, dtype=torch.bool)
+    ids = [tokenizer().encode(line) for line in lines]
+    tokens = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
+    real, scored, stem = (torch.zeros_like(tokens, dtype=torch.bool) for _ in range(3))
     for i, (line, row) in enumerate(zip(lines, ids, strict=True)):
+        verb = line.split()[0]
         tokens[i, : len(row)] = torch.tensor(row)
         real[i, : len(row)] = True
-        scored[i, len(line.split()[0]) + 1 : len(row)] = True
-        verb = line.split()[0]
+        scored[i, len(verb) + 1 : len(row)] = True
         if verb not in REGULAR:  # an irregular verb's forms do not repeat one stem
             continue
         root, start = verb[:-2], line.index(":")
@@ -89,8 +79,9 @@ def encode(lines: list[str]) -> tuple[torch.Tensor, ...]:
 def loss_of(model: MiniGPT, tokens: torch.Tensor, scored: torch.Tensor, attn) -> torch.Tensor:
     """Mean cross-entropy (nats per character) of the scored targets, predicted from the left."""
     logits = model(tokens[:, :-1], attn=attn)
-    per_target = F.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                 tokens[:, 1:].reshape(-1), reduction="none")
+    per_target = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1), reduction="none"
+    )
     mask = scored[:, 1:].reshape(-1)
     return (per_target * mask).sum() / mask.sum()
 
@@ -121,36 +112,20 @@ def learning_rate(step: int, steps: int) -> float:
     return LR_END + (LR - LR_END) * 0.5 * (1 + math.cos(math.pi * t))
 
 
-class Progress:
-    """A one-line progress bar on stderr for the whole script (no tqdm here)."""
-
-    def __init__(self, total: int):
-        self.total, self.done, self.start = total, 0, time.monotonic()
-
-    def step(self, label: str, loss: float) -> None:
-        self.done += 1
-        if self.done % 10 and self.done != self.total:
-            return
-        frac = self.done / self.total
-        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
-        elapsed = time.monotonic() - self.start
-        eta = elapsed / frac - elapsed
-        print(f"\r[{bar}] {self.done}/{self.total} steps  {elapsed:4.0f}s  eta {eta:4.0f}s  "
-              f"{label:<24} loss {loss:.3f}", end="", file=sys.stderr, flush=True)
-        if self.done == self.total:
-            print(file=sys.stderr)
-
-
-def train(model: MiniGPT, steps: int, data: tuple, seed: int, progress: Progress,
-          label: str) -> MiniGPT:
+def train(model: MiniGPT, steps: int, data: tuple, seed: int, label: str) -> MiniGPT:
     tokens, real = data[0], data[1]
     with torch.no_grad():  # the fast path computes what the lab's attention computes
         probe = tokens[:2, :40]
-        torch.testing.assert_close(model(probe, attn=sdpa_attention),
-                                   model(probe, attn=grouped_attention), atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(
+            model(probe, attn=sdpa_attention),
+            model(probe, attn=grouped_attention),
+            atol=1e-4,
+            rtol=1e-4,
+        )
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.1)
     draw = torch.Generator().manual_seed(seed)
+    t0 = time.monotonic()
     for step in range(steps):
         for group in opt.param_groups:
             group["lr"] = learning_rate(step, steps)
@@ -159,19 +134,24 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, progress: Progress
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        progress.step(label, loss.item())
+    print(
+        f"{label}: {steps} steps, loss {loss.item():.3f}, {time.monotonic() - t0:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
     return model.eval()
 
 
 def evaluate(model: MiniGPT, train_data: tuple, held_data: tuple) -> dict:
     tokens, _, scored, stem = held_data
+    loss = lambda tokens, mask: loss_of(model, tokens, mask, grouped_attention).item()  # noqa: E731
     with torch.no_grad():
-        return {"heldout_loss": loss_of(model, tokens, scored, grouped_attention).item(),
-                "heldout_stem_loss": loss_of(model, tokens, stem, grouped_attention).item(),
-                "heldout_rest_loss": loss_of(model, tokens, scored & ~stem,
-                                             grouped_attention).item(),
-                "train_loss": loss_of(model, train_data[0], train_data[2],
-                                      grouped_attention).item()}
+        return {
+            "heldout_loss": loss(tokens, scored),
+            "heldout_stem_loss": loss(tokens, stem),
+            "heldout_rest_loss": loss(tokens, scored & ~stem),
+            "train_loss": loss(train_data[0], train_data[2]),
+        }
 
 
 def sample(model: MiniGPT, line: str) -> str:
@@ -183,8 +163,7 @@ def sample(model: MiniGPT, line: str) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=ROOT / "data" / "gqa-quality.json")
+    parser = arguments(__doc__, DATA / "gqa-quality.json")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--steps", type=int, default=STEPS, help="pre-training steps")
     args = parser.parse_args()
@@ -192,63 +171,85 @@ def main() -> None:
     train_lines, held_lines = split()
     train_data, held_data = encode(train_lines), encode(held_lines)
     uptrain = [round(f * args.steps) for f in UPTRAIN]
-    scratch = [n for n in VARIANTS if n != VARIANTS[0]]
-    per_seed = args.steps * (1 + len(scratch)) + sum(uptrain) * len(VARIANTS)
-    progress = Progress(per_seed * len(args.seeds))
-    config = verb_model_config()
-    runs = []
-    t0 = time.monotonic()
+    runs, t0 = [], time.monotonic()
+
+    def run(model, seed, n, kind, u=0):
+        runs.append(
+            {
+                "seed": seed,
+                "variant": f"kv{n}",
+                "kv_heads": n,
+                "kind": kind,
+                "steps": args.steps + u,
+                "uptrain_steps": u,
+                **evaluate(model, train_data, held_data),
+            }
+        )
+
     for seed in args.seeds:
-        mha = train(fresh_model(VARIANTS[0], seed), args.steps, train_data, seed, progress,
-                    f"seed {seed} kv8 pretrain")
-        runs.append({"seed": seed, "variant": "kv8", "kv_heads": 8, "kind": "scratch",
-                     "steps": args.steps, "uptrain_steps": 0, **evaluate(mha, train_data,
-                                                                        held_data)})
+        mha = train(
+            fresh_model(VARIANTS[0], seed),
+            args.steps,
+            train_data,
+            seed,
+            f"seed {seed} kv8 pretrain",
+        )
+        run(mha, seed, 8, "scratch")
         if seed == args.seeds[0]:
-            samples = [{"line": line, "predicted": sample(mha, line)}
-                       for line in (held_lines[0], train_lines[0])]
+            samples = [
+                {"line": line, "predicted": sample(mha, line)}
+                for line in (held_lines[0], train_lines[0])
+            ]
         for n in VARIANTS:  # kv8 -> kv8 is the identity: the MHA trained on, as a control
-            converted = mean_pool_kv(mha, n)
-            runs.append({"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": "converted",
-                         "steps": args.steps, "uptrain_steps": 0,
-                         **evaluate(converted, train_data, held_data)})
+            run(mean_pool_kv(mha, n), seed, n, "converted")
             for u in uptrain:
-                model = train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, progress,
-                              f"seed {seed} kv{n} uptrain {u}")
-                runs.append({"seed": seed, "variant": f"kv{n}", "kv_heads": n,
-                             "kind": "uptrained", "steps": args.steps + u, "uptrain_steps": u,
-                             **evaluate(model, train_data, held_data)})
-        for n in scratch:
-            model = train(fresh_model(n, seed), args.steps, train_data, seed, progress,
-                          f"seed {seed} kv{n} scratch")
-            runs.append({"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": "scratch",
-                         "steps": args.steps, "uptrain_steps": 0,
-                         **evaluate(model, train_data, held_data)})
+                label = f"seed {seed} kv{n} uptrain {u}"
+                run(
+                    train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, label),
+                    seed,
+                    n,
+                    "uptrained",
+                    u,
+                )
+        for n in VARIANTS[1:]:
+            model = train(
+                fresh_model(n, seed), args.steps, train_data, seed, f"seed {seed} kv{n} scratch"
+            )
+            run(model, seed, n, "scratch")
+    config = verb_model_config()
+    model = {
+        f: getattr(config, f) for f in ("n_layers", "n_heads", "head_dim", "d_model", "vocab_size")
+    }
     record = {
         "environment": environment(),
         "wall_seconds": round(time.monotonic() - t0, 1),
         "recipe": {
-            "model": {"n_layers": config.n_layers, "n_heads": config.n_heads,
-                      "head_dim": config.head_dim, "d_model": config.d_model,
-                      "vocab_size": config.vocab_size, "dtype": "float32"},
+            "model": {**model, "dtype": "float32"},
             "held_out_verbs": list(HELD_OUT),
-            "train_lines": len(train_lines), "held_out_lines": len(held_lines),
-            "steps": args.steps, "uptrain_steps": uptrain, "batch_lines": BATCH,
-            "lr": LR, "lr_end": LR_END, "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
+            "train_lines": len(train_lines),
+            "held_out_lines": len(held_lines),
+            "steps": args.steps,
+            "uptrain_steps": uptrain,
+            "batch_lines": BATCH,
+            "lr": LR,
+            "lr_end": LR_END,
+            "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
             "init": "N(0, 0.02) for every Linear and Embedding weight, zero biases",
             "loss": "mean cross-entropy per character (nats) after the infinitive and its space; "
-                    "heldout_stem_loss: over the characters that repeat the verb's stem in its "
-                    "forms; heldout_rest_loss: over the others",
+            "heldout_stem_loss: over the characters that repeat the verb's stem in its "
+            "forms; heldout_rest_loss: over the others",
             "seeds": args.seeds,
         },
         "runs": runs,
-        "samples": {"model": f"kv8 after {args.steps} steps, seed {args.seeds[0]}",
-                    "what": "the most likely next character at each position, the line's own "
-                            "characters fed in (teacher forcing)", "lines": samples},
+        "samples": {
+            "model": f"kv8 after {args.steps} steps, seed {args.seeds[0]}",
+            "what": "the most likely next character at each position, the line's own "
+            "characters fed in (teacher forcing)",
+            "lines": samples,
+        },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"{len(runs)} runs in {record['wall_seconds']:.0f}s; wrote {args.out}")
+    print(f"{len(runs)} runs in {record['wall_seconds']:.0f}s")
+    save(args.out, record, indent=2)
 
 
 if __name__ == "__main__":

@@ -8,17 +8,15 @@ Compilation is done first by parallel worker processes (it dominates otherwise);
 done by one process, alone on the GPU.
 """
 
-import argparse
 import functools
 import itertools
-import json
 import multiprocessing as mp
-from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 import triton
 
-from bench.core import environment, time_ms
+from bench.core import arguments, environment, save, time_ms
 from minimodel import attention_flash as af
 from minimodel.reference import attention_ref
 from minimodel.roofline import attention_flops
@@ -28,43 +26,64 @@ CANDIDATES = [
     for bm, bn, w, s in itertools.product([64, 128], [32, 64, 128], [4, 8], [2, 3, 4, 5])
     if not (bm == 64 and w == 8) and not (bn == 32 and w == 8)
 ]
+WORKERS = 12  # compiling processes
 
 
-def shapes(dtype):
-    for d, causal, n in itertools.product([64, 128], [False, True], [2048, 8192]):
-        yield {"d": d, "causal": causal, "n": n, "b": 16384 // n, "h": 2048 // d, "dtype": dtype}
+def shapes(dtype: str) -> list[dict]:
+    """FlashAttention-2's grid at N = 2048 and 8192: B = 16384 / N, H = 2048 / d."""
+    return [
+        {"d": d, "causal": causal, "n": n, "b": 16384 // n, "h": 2048 // d, "dtype": dtype}
+        for d, causal, n in itertools.product([64, 128], [False, True], [2048, 8192])
+    ]
 
 
-def inputs(shape, seed=0):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    dt = getattr(torch, shape["dtype"])
-    return [torch.randn(shape["b"], shape["h"], shape["n"], shape["d"], device="cuda",
-                        generator=g, dtype=dt) for _ in range(3)]
+def inputs(shape: dict, seed: int = 0) -> list[torch.Tensor]:
+    g, dt = torch.Generator(device="cuda").manual_seed(seed), getattr(torch, shape["dtype"])
+    size = (shape["b"], shape["h"], shape["n"], shape["d"])
+    return [torch.randn(*size, device="cuda", generator=g, dtype=dt) for _ in range(3)]
 
 
-def launch(cfg, shape, q, k, v):
+def launch(cfg: tuple, shape: dict, q, k, v):
+    """Lab 02's kernel at one tile configuration, its autotuner bypassed."""
     bm, bn, w, s = cfg
-    hd = shape["d"]
-    o = torch.empty_like(q)
+    hd, o = shape["d"], torch.empty_like(q)
     lse = torch.empty(shape["b"], shape["h"], shape["n"], device="cuda")
     descs = [af._descriptor(t, hd) for t in (q, k, v, o)]
     for desc, rows in zip(descs, (bm, bn, bn, bm), strict=True):
         desc.block_shape = [1, 1, rows, hd]
     grid = (triton.cdiv(shape["n"], bm), shape["b"] * shape["h"])
     af._attn_fwd[grid](
-        *descs, lse, hd**-0.5 * af.LOG2E, shape["n"], shape["n"], shape["h"], 1, 0,
-        lse.stride(0), lse.stride(1), 0, 0,
-        BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=hd, CAUSAL=shape["causal"], WINDOWED=False,
-        DOT_PRECISION="tf32", num_warps=w, num_stages=s)
+        *descs,
+        lse,
+        hd**-0.5 * af.LOG2E,
+        shape["n"],
+        shape["n"],
+        shape["h"],
+        1,
+        0,
+        lse.stride(0),
+        lse.stride(1),
+        0,
+        0,
+        BLOCK_M=bm,
+        BLOCK_N=bn,
+        HEAD_DIM=hd,
+        CAUSAL=shape["causal"],
+        WINDOWED=False,
+        DOT_PRECISION="tf32",
+        num_warps=w,
+        num_stages=s,
+    )
     return o
 
 
-def fits(cfg, shape):
-    bm, bn, w, s = cfg
+def fits(cfg: tuple, shape: dict) -> bool:
+    bm, bn, _, s = cfg
     return af.smem_bytes(bm, bn, s, shape["d"], 2) <= af.SMEM_BUDGET
 
 
-def compile_worker(jobs):
+def compile_worker(jobs: list) -> list[str | None]:
+    """Compile each (config, shape) on a small problem; the error of each that fails."""
     out = []
     for cfg, shape in jobs:
         small = dict(shape, b=1, h=1, n=256)
@@ -78,59 +97,62 @@ def compile_worker(jobs):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--workers", type=int, default=12)
+    parser = arguments(__doc__, smoke="a small subset (a GPU smoke run)")
     parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--smoke", action="store_true", help="a small subset (a GPU smoke run)")
     args = parser.parse_args()
-
-    grid = shapes(args.dtype)[:1] if args.smoke else shapes(args.dtype)
+    grid = shapes(args.dtype)[: 1 if args.smoke else None]
     combos = {(s["d"], s["causal"]): s for s in grid}
     jobs = [(c, s) for s in combos.values() for c in CANDIDATES if fits(c, s)]
-    chunks = [jobs[i :: args.workers] for i in range(args.workers)]
-    with mp.get_context("spawn").Pool(args.workers) as pool:
+    chunks = [jobs[i::WORKERS] for i in range(WORKERS)]
+    with mp.get_context("spawn").Pool(WORKERS) as pool:
         results = pool.map(compile_worker, chunks)
-    failed = {}
-    for chunk, res in zip(chunks, results, strict=True):
-        for (cfg, s), err in zip(chunk, res, strict=True):
-            if err:
-                failed[(cfg, s["d"], s["causal"])] = err
+    failed = {
+        (cfg, s["d"], s["causal"]): err
+        for chunk, res in zip(chunks, results, strict=True)
+        for (cfg, s), err in zip(chunk, res, strict=True)
+        if err
+    }
     print(f"compiled {len(jobs)} kernels, {len(failed)} failed", flush=True)
 
     records = []
     for shape in grid:
         q, k, v = inputs(shape)
         ref = attention_ref(q, k, v, causal=shape["causal"])
-        flops = attention_flops(shape["b"], shape["h"], shape["n"], shape["n"], shape["d"],
-                                causal=shape["causal"])
-        base = {}
-        for name, backend in [("sdpa_flash", torch.nn.attention.SDPBackend.FLASH_ATTENTION),
-                              ("sdpa_cudnn", torch.nn.attention.SDPBackend.CUDNN_ATTENTION)]:
-            fn = functools.partial(torch.nn.functional.scaled_dot_product_attention,
-                                   q, k, v, is_causal=shape["causal"])
-            ms = time_ms(fn, backend)
-            base[name] = flops / ms / 1e9
-            records.append({**shape, "impl": name, "ms": ms, "tflops": flops / ms / 1e9})
-        best = None
+        b, h, n, d, causal = (shape[x] for x in ("b", "h", "n", "d", "causal"))
+        flops = attention_flops(b, h, n, n, d, causal=causal)
+        rates = {}
+        for impl in ("sdpa_flash", "sdpa_cudnn"):
+            ms = time_ms(
+                functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal), impl
+            )
+            records.append({**shape, "impl": impl, "ms": ms, "tflops": flops / ms / 1e9})
+            rates[impl] = records[-1]["tflops"]
         for cfg in CANDIDATES:
-            if not fits(cfg, shape) or (cfg, shape["d"], shape["causal"]) in failed:
-                continue
-            out = launch(cfg, shape, q, k, v)
-            err = (out.float() - ref).abs().max().item()
-            ms = time_ms(functools.partial(launch, cfg, shape, q, k, v))
-            tf = flops / ms / 1e9
-            records.append({**shape, "impl": "minimodel", "config": list(cfg), "ms": ms,
-                            "tflops": tf, "max_err": err})
-            if best is None or tf > best[1]:
-                best = (cfg, tf, err)
-        print(f"d={shape['d']} causal={shape['causal']!s:5} N={shape['n']:5}: best {best[0]} "
-              f"{best[1]:.0f} TFLOP/s (err {best[2]:.1e}); FA2 {base['sdpa_flash']:.0f}, "
-              f"cuDNN {base['sdpa_cudnn']:.0f}", flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"environment": environment(), "failed": [
-        {"config": list(k[0]), "d": k[1], "causal": k[2], "error": v} for k, v in failed.items()],
-        "records": records}, indent=1) + "\n")
+            if fits(cfg, shape) and (cfg, d, causal) not in failed:
+                err = (launch(cfg, shape, q, k, v).float() - ref).abs().max().item()
+                ms = time_ms(functools.partial(launch, cfg, shape, q, k, v))
+                records.append(
+                    {
+                        **shape,
+                        "impl": "minimodel",
+                        "config": list(cfg),
+                        "ms": ms,
+                        "tflops": flops / ms / 1e9,
+                        "max_err": err,
+                    }
+                )
+                rates[cfg] = records[-1]["tflops"]
+        best = max((c for c in rates if isinstance(c, tuple)), key=rates.get)
+        print(
+            f"{shape}: best {best} {rates[best]:.0f} TFLOP/s; FA2 {rates['sdpa_flash']:.0f}, "
+            f"cuDNN {rates['sdpa_cudnn']:.0f}",
+            flush=True,
+        )
+    failures = [
+        {"config": list(c), "d": d, "causal": causal, "error": e}
+        for (c, d, causal), e in failed.items()
+    ]
+    save(args.out, {"environment": environment(), "failed": failures, "records": records})
 
 
 if __name__ == "__main__":

@@ -1,1 +1,6 @@
-"""The site's tables and figures, made from the package and data/ (`python -m figures`)."""
+"""The site's tables and figures (`python -m figures`), drawn to files only."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+matplotlib.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: a redrawn figure diffs cleanly

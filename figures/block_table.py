@@ -1,7 +1,5 @@
 """Block tables and copy-on-write, drawn from the block manager itself (for Theory 03 and Lab 03).
 
-    python -m figures.block_table            # write docs/figures/block-table-cow.svg
-    python -m figures.block_table --check    # fail if it is stale
 
 The scenario runs `minimodel.block_manager.BlockManager`: a prompt of PROMPT tokens is allocated
 in blocks of BLOCK_SIZE slots, the sequence is forked (the child's table lists the same physical
@@ -11,14 +9,11 @@ its own and the parent keeps the old one. Every arrow and count of the figure is
 manager's block tables after each step; nothing is placed by hand but the boxes.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.block_manager import BlockManager  # noqa: E402
+from figures.core import svg
+from minimodel.block_manager import BlockManager
 
 NUM_BLOCKS, BLOCK_SIZE = 8, 4
 PROMPT = list(range(101, 111))  # 10 tokens: two full blocks and a last block holding 2
@@ -40,8 +35,13 @@ def scenario() -> dict:
     assert copy is not None and copy[0] == forked[CHILD][-1] == after[PARENT][-1], (copy, after)
     assert after[CHILD][-1] == copy[1] and after[CHILD][:-1] == after[PARENT][:-1], after
     tokens = {PARENT: len(PROMPT), CHILD: len(PROMPT) + 1}
-    return {"forked": forked, "after": after, "copy": copy, "tokens": tokens,
-            "free": bm.num_free_blocks}
+    return {
+        "forked": forked,
+        "after": after,
+        "copy": copy,
+        "tokens": tokens,
+        "free": bm.num_free_blocks,
+    }
 
 
 def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title: str) -> None:
@@ -70,40 +70,60 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
         for i, p in enumerate(tables[seq]):
             filled = min(BLOCK_SIZE, n - i * BLOCK_SIZE)
             x = 1.8 + i * 1.6
-            ax.add_patch(Rectangle((x, y), 1.3, 0.8, facecolor="white", edgecolor="black",
-                                   lw=0.6))
+            ax.add_patch(Rectangle((x, y), 1.3, 0.8, facecolor="white", edgecolor="black", lw=0.6))
             for s in range(BLOCK_SIZE):
-                ax.add_patch(Rectangle((x + 0.05 + s * 0.3, y + 0.08), 0.28, 0.22,
-                                       facecolor="#555555" if s < filled else "white",
-                                       edgecolor="#555555", lw=0.4))
+                ax.add_patch(
+                    Rectangle(
+                        (x + 0.05 + s * 0.3, y + 0.08),
+                        0.28,
+                        0.22,
+                        facecolor="#555555" if s < filled else "white",
+                        edgecolor="#555555",
+                        lw=0.4,
+                    )
+                )
             ax.text(x + 0.65, y + 0.55, f"logical {i}", ha="center", va="center", fontsize=7)
             px = 1.15 + p * 1.05 + 0.45
-            start, end = ((x + 0.65, y), (px, 3.4)) if seq == PARENT else ((x + 0.65, y + 0.8),
-                                                                          (px, 2.6))
-            ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=8, lw=0.8,
-                                         color="black"))
+            start, end = (
+                ((x + 0.65, y), (px, 3.4)) if seq == PARENT else ((x + 0.65, y + 0.8), (px, 2.6))
+            )
+            ax.add_patch(
+                FancyArrowPatch(
+                    start, end, arrowstyle="-|>", mutation_scale=8, lw=0.8, color="black"
+                )
+            )
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     s = scenario()
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    _panel(axes[0], s["forked"], {PARENT: len(PROMPT), CHILD: len(PROMPT)}, None,
-           f"after fork({PARENT}, {CHILD}): one set of blocks, each held twice")
+    _panel(
+        axes[0],
+        s["forked"],
+        {PARENT: len(PROMPT), CHILD: len(PROMPT)},
+        None,
+        f"after fork({PARENT}, {CHILD}): one set of blocks, each held twice",
+    )
     src, dst = s["copy"]
-    _panel(axes[1], s["after"], s["tokens"], s["copy"],
-           f"after append_slot({CHILD}): copy-on-write, block {src} -> block {dst}")
-    fig.text(0.5, 0.02, f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a "
-             f"{len(PROMPT)}-token prompt, forked, one token appended to the fork. Dark slots "
-             "hold a token.", ha="center", fontsize=8)
+    _panel(
+        axes[1],
+        s["after"],
+        s["tokens"],
+        s["copy"],
+        f"after append_slot({CHILD}): copy-on-write, block {src} -> block {dst}",
+    )
+    fig.text(
+        0.5,
+        0.02,
+        f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a "
+        f"{len(PROMPT)}-token prompt, forked, one token appended to the fork. Dark slots "
+        "hold a token.",
+        ha="center",
+        fontsize=8,
+    )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/block-table-cow.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/block-table-cow.svg": figure()}

@@ -4,27 +4,35 @@ measurement, data/exam-h200.json (`python -m bench.exam --measure` on the H200):
 predictions stand on, the predictions of the thirteen cases, each prediction's error against the
 measured time, and the cases on one roofline (predictions hollow, measurements filled). Until the
 measurement exists the error table says it is pending and the figure shows the predictions alone.
-
-    python -m figures.exam            # docs/generated/exam-*.md, docs/figures/exam-roofline.svg
-    python -m figures.exam --check    # fail if the committed ones are stale
 """
 
 import json
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
+
 from bench.exam import MEASURED, PREDICTIONS
-from figures.core import emit, markdown_table
+from figures.core import check_labels, markdown_table, svg
+from minimodel.roofline_plot import POINT_COLOR, ROOF_COLORS, _place_labels
 
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
-VARIANT = {"fp8_kv_decode": 1, "verification": 2, "mixed_batch": 3, "sliding_window_prefill": 4,
-           "cross_attention": 5, "mqa_decode": 6}
+VARIANT = {
+    "fp8_kv_decode": 1,
+    "verification": 2,
+    "mixed_batch": 3,
+    "sliding_window_prefill": 4,
+    "cross_attention": 5,
+    "mqa_decode": 6,
+}
 
 
 ERROR_BAR = 0.25  # an error past a quarter is marked, and the page explains it
 
 
 def load() -> dict:
+    """The committed predictions, data/exam-predictions.json."""
     return json.loads(PREDICTIONS.read_text())
 
 
@@ -39,8 +47,10 @@ def load_measured(predicted: dict, path: Path = MEASURED) -> dict | None:
     if measured.get("smoke"):
         sys.exit(f"{path.name} is a smoke run (tiny shapes): measure on the H200")
     if made["commit"] != key["commit"] or made["date"] != key["date"]:
-        sys.exit(f"{path.name} measured the predictions of {made['commit']} ({made['date']}), "
-                 f"not the committed ones of {key['commit']} ({key['date']}): measure again")
+        sys.exit(
+            f"{path.name} measured the predictions of {made['commit']} ({made['date']}), "
+            f"not the committed ones of {key['commit']} ({key['date']}): measure again"
+        )
     if measured["environment"]["date"] < key["date"]:
         sys.exit(f"{path.name} is dated before the predictions it measures")
     return measured
@@ -59,6 +69,7 @@ def label(case: dict) -> str:
 
 # --- tables --------------------------------------------------------------------------------------
 
+
 def roofs_table(data: dict) -> str:
     r = data["roofs"]
     pi, beta = r["peak_flops"], r["bandwidth"]
@@ -69,11 +80,17 @@ def roofs_table(data: dict) -> str:
         ["ridge \\(\\pi / \\beta\\)", f"{pi / beta:.0f} FLOP/byte", ""],
     ]
     for d, roof in r["attention_roof"].items():
-        rows.append([f"\\(\\pi_d\\), attention's compute roof at \\(d = {d}\\)",
-                     f"{roof / 1e12:.0f} TFLOP/s", "exp2 not overlapped"])
-        rows.append([f"its ridge \\(\\pi_d / \\beta\\), \\(d = {d}\\)",
-                     f"{roof / beta:.0f} FLOP/byte", ""])
-    return markdown_table(["roof", "value", "from"], rows)
+        rows.append(
+            [
+                f"\\(\\pi_d\\), attention's compute roof at \\(d = {d}\\)",
+                f"{roof / 1e12:.0f} TFLOP/s",
+                "exp2 not overlapped",
+            ]
+        )
+        rows.append(
+            [f"its ridge \\(\\pi_d / \\beta\\), \\(d = {d}\\)", f"{roof / beta:.0f} FLOP/byte", ""]
+        )
+    return markdown_table("roof | value | from", rows)
 
 
 def prediction_rows(data: dict) -> list[list]:
@@ -81,27 +98,48 @@ def prediction_rows(data: dict) -> list[list]:
     row ends with the predicted µs and (function, case), which the tables drop or use."""
     rows, by_key = [], {(c["function"], c["case"]): c for c in data["cases"]}
     for c in data["cases"]:
-        rows.append([str(VARIANT[c["function"]]), f"`{c['case']}`", f"{c['flops'] / 1e9:,.2f}",
-                     f"{c['bytes'] / 1e6:,.1f}", f"{c['intensity']:,.1f}", c["roof"],
-                     f"{c['time_us']:,.1f}", c["time_us"], (c["function"], c["case"])])
+        rows.append(
+            [
+                str(VARIANT[c["function"]]),
+                f"`{c['case']}`",
+                f"{c['flops'] / 1e9:,.2f}",
+                f"{c['bytes'] / 1e6:,.1f}",
+                f"{c['intensity']:,.1f}",
+                c["roof"],
+                f"{c['time_us']:,.1f}",
+                c["time_us"],
+                (c["function"], c["case"]),
+            ]
+        )
         if (c["function"], c["case"]) == ("mixed_batch", "decode"):
             parts = [by_key["mixed_batch", "prefill"], c]
             flops, nbytes = sum(p["flops"] for p in parts), sum(p["bytes"] for p in parts)
             us = sum(p["time_us"] for p in parts)
-            rows.append(["3", "apart: `prefill`, then `decode`", f"{flops / 1e9:,.2f}",
-                         f"{nbytes / 1e6:,.1f}", "", "each its own", f"{us:,.1f}", us,
-                         ("mixed_batch", "apart")])
+            rows.append(
+                [
+                    "3",
+                    "apart: `prefill`, then `decode`",
+                    f"{flops / 1e9:,.2f}",
+                    f"{nbytes / 1e6:,.1f}",
+                    "",
+                    "each its own",
+                    f"{us:,.1f}",
+                    us,
+                    ("mixed_batch", "apart"),
+                ]
+            )
     return rows
 
 
 def predictions_table(data: dict) -> str:
-    header = ["variant", "case", "F (GFLOP)", "bytes (MB)", "I (FLOP/byte)", "roof",
-              "predicted µs"]
+    header = "variant | case | F (GFLOP) | bytes (MB) | I (FLOP/byte) | roof | predicted µs"
     env = data["environment"]
-    return (markdown_table(header, [r[:-2] for r in prediction_rows(data)])
-            + f"\n`data/exam-predictions.json`, written by `python -m bench.exam --predict` "
-              f"(commit {env['commit']}, {env['date']}) from `minimodel.roofline` and the roofs "
-              "above. MB are \\(10^6\\) bytes.\n")
+    return (
+        markdown_table(header, [r[:-2] for r in prediction_rows(data)])
+        + f"\n`data/exam-predictions.json`, written by `python -m bench.exam --predict` "
+        f"(commit {env['commit']}, {env['date']}) from `minimodel.roofline` and the roofs "
+        "above. MB are \\(10^6\\) bytes.\n"
+    )
 
 
 def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
@@ -109,16 +147,16 @@ def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
     if rec is None:
         return "pending", "pending"
     if "us" not in rec:
-        return ("skipped" if "skipped" in rec else "failed" if rec.get("check") == "FAILED"
-                else "error"), "n/a"
+        return (
+            "skipped" if "skipped" in rec else "failed" if rec.get("check") == "FAILED" else "error"
+        ), "n/a"
     error = rec["us"] / predicted_us - 1
     shown = f"{error:+.0%}"
     return f"{rec['us']:,.1f}", f"**{shown}**" if abs(error) > ERROR_BAR else shown
 
 
 def errors_table(data: dict, measured: dict | None) -> str:
-    header = ["variant", "case", "predicted µs", "measured µs", "error", "cuDNN µs",
-              "cuDNN error"]
+    header = "variant | case | predicted µs | measured µs | error | cuDNN µs | cuDNN error"
     by = measured_us(measured)
     rows, notes = [], {}
     for r in prediction_rows(data):
@@ -128,23 +166,27 @@ def errors_table(data: dict, measured: dict | None) -> str:
         for rec in (ours, cudnn):
             if rec is not None and "us" not in rec:
                 notes[rec.get("skipped") or rec.get("error") or "check failed"] = None
-        rows.append([*r[:2], f"{predicted:,.1f}", *cell(ours, predicted),
-                     *cell(cudnn, predicted)])
+        rows.append([*r[:2], f"{predicted:,.1f}", *cell(ours, predicted), *cell(cudnn, predicted)])
     table = markdown_table(header, rows)
     if measured is None:
-        return ("**Measurement pending.** No case has run on the H200 yet; the predictions stand "
-                "alone until `python -m bench.exam --measure` writes `data/exam-h200.json`.\n\n"
-                + table)
+        return (
+            "**Measurement pending.** No case has run on the H200 yet; the predictions stand "
+            "alone until `python -m bench.exam --measure` writes `data/exam-h200.json`.\n\n" + table
+        )
     env, copy = measured["environment"], measured["copy_bytes_per_s"]
-    return (table + f"\nerror = measured / predicted - 1; bold: more than "
-            f"{ERROR_BAR:.0%} either way. Measured on an {env['device']} (torch {env['torch']}, "
-            f"triton {env['triton']}, commit {env['commit']}, {env['date']}): "
-            f"`data/exam-h200.json`; copy rate in the same run "
-            f"{', '.join(f'{c / 1e12:.2f}' for c in copy)} TB/s. "
-            + " ".join(f"Not measured: {n}." for n in notes) + "\n")
+    return (
+        table + f"\nerror = measured / predicted - 1; bold: more than "
+        f"{ERROR_BAR:.0%} either way. Measured on an {env['device']} (torch {env['torch']}, "
+        f"triton {env['triton']}, commit {env['commit']}, {env['date']}): "
+        f"`data/exam-h200.json`; copy rate in the same run "
+        f"{', '.join(f'{c / 1e12:.2f}' for c in copy)} TB/s. "
+        + " ".join(f"Not measured: {n}." for n in notes)
+        + "\n"
+    )
 
 
 # --- the figure ----------------------------------------------------------------------------------
+
 
 def merged_labels(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
     """Points within 5% of each other on both log axes share one label ("1 fp16; 6 gqa8")."""
@@ -159,81 +201,106 @@ def merged_labels(points: list[tuple[float, float, str]]) -> list[tuple[float, f
     return [(g[0][0], g[0][1], "; ".join(sorted(t for _, _, t in g))) for g in groups]
 
 
+def legend_entry(**style) -> Line2D:
+    """A legend's entry: a line or marker of `style`, drawn nowhere."""
+    return Line2D([], [], **style)
+
+
 def figure(data: dict, measured: dict | None = None) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.lines import Line2D
-
-    from figures.core import check_labels, render_svg
-    from minimodel.roofline_plot import POINT_COLOR, ROOF_COLORS, _place_labels
-
     r = data["roofs"]
     pi, beta = r["peak_flops"], r["bandwidth"]
-    predicted = [(c["intensity"], c["flops"] / (c["time_us"] * 1e-6) / 1e12, label(c))
-                 for c in data["cases"]]
+    predicted = [
+        (c["intensity"], c["flops"] / (c["time_us"] * 1e-6) / 1e12, label(c)) for c in data["cases"]
+    ]
     by = measured_us(measured)
     # a measured point: the predicted intensity (the bytes were not measured), the measured rate
-    marks = {impl: [(c["intensity"], c["flops"] / (rec["us"] * 1e-6) / 1e12, y)
-                    for c, (_, y, _) in zip(data["cases"], predicted, strict=True)
-                    if (rec := by.get((c["function"], c["case"], impl))) and "us" in rec]
-             for impl in ("ours", "sdpa_cudnn")}
-    boxes = []
-
-    def draw(path: Path) -> None:
-        plt.rcParams["svg.hashsalt"] = "minimodel"
-        xs_all = [x for x, _, _ in predicted] + [pi / beta]
-        lo, hi = min(xs_all) / 3, max(xs_all) * 3
-        xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-        fig, ax = plt.subplots(figsize=(9, 6.5))
-        color = ROOF_COLORS[True][0]
-        ax.plot(xs, [min(pi, x * beta) / 1e12 for x in xs], color=color)
-        styles = {"64": ":", "128": "--"}
-        for d, roof in r["attention_roof"].items():
-            flat = [x for x in xs if x * beta >= roof]
-            ax.plot(flat, [roof / 1e12] * len(flat), styles[d], color=color, lw=1.2)
-        for x, y, _ in predicted:
-            ax.plot(x, y, "o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
-        for x, y, y_pred in marks["ours"]:
-            ax.plot([x, x], [y_pred, y], "-", color=POINT_COLOR, lw=0.8, alpha=0.6)
-            ax.plot(x, y, "o", color=POINT_COLOR)
-        for x, y, _ in marks["sdpa_cudnn"]:
-            ax.plot(x, y, "D", color=ANCHOR_COLOR, markersize=4)
-        merged = merged_labels(predicted)
-        rates = [y for _, y, _ in predicted] + [y for m in marks.values() for _, y, _ in m]
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi),
-               ylim=(min(rates) / 4, pi / 1e12 * 2.5),
-               xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s",
-               title="The exam's cases on the H200's measured roofline: predicted (hollow)"
-               + (", measured (filled)" if measured is not None else ""))
-        ax.grid(True, which="both", alpha=0.3)
-        handles = [
-            Line2D([], [], color=color, label=f"{r['name']}: {pi / 1e12:.0f} TFLOP/s, "
-                   f"{beta / 1e12:.2f} TB/s"),
-            *(Line2D([], [], color=color, ls=styles[d], label=f"attention's compute roof, "
-                     f"d = {d}: {roof / 1e12:.0f} TFLOP/s")
-              for d, roof in r["attention_roof"].items()),
-            Line2D([], [], ls="", marker="o", markerfacecolor="white",
-                   markeredgecolor=POINT_COLOR, label="predicted: data/exam-predictions.json"),
+    marks = {
+        impl: [
+            (c["intensity"], c["flops"] / (rec["us"] * 1e-6) / 1e12, y)
+            for c, (_, y, _) in zip(data["cases"], predicted, strict=True)
+            if (rec := by.get((c["function"], c["case"], impl))) and "us" in rec
         ]
-        if measured is not None:
-            handles += [
-                Line2D([], [], ls="", marker="o", color=POINT_COLOR,
-                       label="measured, ours: data/exam-h200.json (graph replay)"),
-                Line2D([], [], ls="", marker="D", color=ANCHOR_COLOR, markersize=4,
-                       label="measured, SDPA cuDNN on contiguous tensors"),
-            ]
-        ax.legend(handles=handles, fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.1),
-                  ncol=2, frameon=False)
-        fig.tight_layout()
-        boxes.extend(_place_labels(ax, [(x, y) for x, y, _ in merged], [t for _, _, t in merged]))
-        fig.savefig(path, metadata={"Date": None})
-        plt.close(fig)
-
-    svg = render_svg(draw)
+        for impl in ("ours", "sdpa_cudnn")
+    }
+    xs_all = [x for x, _, _ in predicted] + [pi / beta]
+    lo, hi = min(xs_all) / 3, max(xs_all) * 3
+    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    fig, ax = plt.subplots(figsize=(9, 6.5))
+    color = ROOF_COLORS[True][0]
+    ax.plot(xs, [min(pi, x * beta) / 1e12 for x in xs], color=color)
+    styles = {"64": ":", "128": "--"}
+    for d, roof in r["attention_roof"].items():
+        flat = [x for x in xs if x * beta >= roof]
+        ax.plot(flat, [roof / 1e12] * len(flat), styles[d], color=color, lw=1.2)
+    for x, y, _ in predicted:
+        ax.plot(x, y, "o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
+    for x, y, y_pred in marks["ours"]:
+        ax.plot([x, x], [y_pred, y], "-", color=POINT_COLOR, lw=0.8, alpha=0.6)
+        ax.plot(x, y, "o", color=POINT_COLOR)
+    for x, y, _ in marks["sdpa_cudnn"]:
+        ax.plot(x, y, "D", color=ANCHOR_COLOR, markersize=4)
+    merged = merged_labels(predicted)
+    rates = [y for _, y, _ in predicted] + [y for m in marks.values() for _, y, _ in m]
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=(lo, hi),
+        ylim=(min(rates) / 4, pi / 1e12 * 2.5),
+        xlabel="arithmetic intensity (FLOP/byte)",
+        ylabel="TFLOP/s",
+        title="The exam's cases on the H200's measured roofline: predicted (hollow)"
+        + (", measured (filled)" if measured is not None else ""),
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    handles = [
+        legend_entry(
+            color=color, label=f"{r['name']}: {pi / 1e12:.0f} TFLOP/s, {beta / 1e12:.2f} TB/s"
+        ),
+        *(
+            legend_entry(
+                color=color,
+                ls=styles[d],
+                label=f"attention's compute roof, d = {d}: {roof / 1e12:.0f} TFLOP/s",
+            )
+            for d, roof in r["attention_roof"].items()
+        ),
+        legend_entry(
+            ls="",
+            marker="o",
+            markerfacecolor="white",
+            markeredgecolor=POINT_COLOR,
+            label="predicted: data/exam-predictions.json",
+        ),
+    ]
+    if measured is not None:
+        handles += [
+            legend_entry(
+                ls="",
+                marker="o",
+                color=POINT_COLOR,
+                label="measured, ours: data/exam-h200.json (graph replay)",
+            ),
+            legend_entry(
+                ls="",
+                marker="D",
+                color=ANCHOR_COLOR,
+                markersize=4,
+                label="measured, SDPA cuDNN on contiguous tensors",
+            ),
+        ]
+    ax.legend(
+        handles=handles,
+        fontsize=7.5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.1),
+        ncol=2,
+        frameon=False,
+    )
+    fig.tight_layout()
+    boxes = _place_labels(ax, [(x, y) for x, y, _ in merged], [t for _, _, t in merged])
+    out = svg(fig)
     check_labels(boxes, "exam roofline")
-    return svg
+    return out
 
 
 def outputs() -> dict[str, str | bytes]:
@@ -245,7 +312,3 @@ def outputs() -> dict[str, str | bytes]:
         "generated/exam-errors.md": errors_table(data, measured),
         "figures/exam-roofline.svg": figure(data, measured),
     }
-
-
-if __name__ == "__main__":
-    emit(outputs())

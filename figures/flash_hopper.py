@@ -1,33 +1,29 @@
-"""Tables of Lab 02 part 2 (docs/lab/02b-flash-hopper.md), from committed data only:
+"""Lab 02 part 2 (docs/lab/02b-flash-hopper.md), from committed data: the kernel draft by draft
+against cuDNN (data/flash-hopper-drafts-h200.json); the kept kernel with its persistent grid and
+its ping-pong switched off, against Lab 02's kernel and cuDNN (from bench.ablate_hopper); what
+Triton's automatic warp specialisation did to Lab 02's kernel (from bench.autows)."""
 
-- docs/generated/hopper-drafts.md: how the kernel got here, draft by draft, against cuDNN
-  (data/flash-hopper-drafts-h200.json);
-- docs/generated/hopper-ablation.md: the kept kernel with its persistent grid and its ping-pong
-  switched off, against Lab 02's kernel and cuDNN (data/flash-hopper-ablation-h200.json, written
-  by bench/ablate_hopper.py); "not measured" until that file exists;
-- docs/generated/hopper-autows.md: what Triton's automatic warp specialisation did to Lab 02's
-  kernel (data/autows-probe.json, written by bench/autows.py).
-
-    python -m figures.flash_hopper            # write
-    python -m figures.flash_hopper --check    # fail if the committed files are stale
-"""
-
-import json
 import re
 
-from figures.core import ROOT, emit, markdown_table
+from figures.core import DATA, load, markdown_table
 
-DATA = ROOT / "data"
+ABLATION = {
+    "hopper": "kept kernel",
+    "hopper, no ping-pong": "no ping-pong",
+    "hopper, one program per item pair": "not persistent",
+    "hopper, neither": "neither",
+    "lab02": "Lab 02",
+    "sdpa_cudnn": "cuDNN",
+}
 
 
-def _n(n: int) -> str:
-    return f"{n:,}"
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
 
 
 def drafts_table() -> str:
-    data = json.loads((DATA / "flash-hopper-drafts-h200.json").read_text())
     rows = []
-    for run in data["runs"]:
+    for run in load("flash-hopper-drafts-h200.json")["runs"]:
         for variant in run["variants"]:
             cfg = variant["cfg"]
             switches = []
@@ -40,43 +36,53 @@ def drafts_table() -> str:
             if cfg.get("STAGES", 2) != 2:
                 switches.append(f"{cfg['STAGES']} stages")
             err = max(check["err"] for check in variant["checks"])
-            for perf in variant["perf"]:
-                rows.append([run["draft"], ", ".join(switches) or "as described",
-                             cfg["d"], cfg.get("dtype", "float16"), _n(perf["n"]),
-                             "yes" if perf["causal"] else "no", f"{perf['hopper']:.0f}",
-                             f"{perf['cudnn']:.0f}", f"{perf['ratio']:.2f}", f"{err:.1e}"])
-    header = ["draft", "variant", "d", "dtype", "N", "causal", "TFLOP/s", "cuDNN", "÷ cuDNN",
-              "max error"]
+            for p in variant["perf"]:
+                rows.append(
+                    [
+                        run["draft"],
+                        ", ".join(switches) or "as described",
+                        cfg["d"],
+                        cfg.get("dtype", "float16"),
+                        f"{p['n']:,}",
+                        yes(p["causal"]),
+                        f"{p['hopper']:.0f}",
+                        f"{p['cudnn']:.0f}",
+                        f"{p['ratio']:.2f}",
+                        f"{err:.1e}",
+                    ]
+                )
+    header = "draft | variant | d | dtype | N | causal | TFLOP/s | cuDNN | ÷ cuDNN | max error"
     return markdown_table(header, rows)
 
 
 def ablation_table() -> str:
-    path = DATA / "flash-hopper-ablation-h200.json"
-    if not path.exists():
-        return ("*Not measured yet: `python -m bench.ablate_hopper` on the H200 writes "
-                "`data/flash-hopper-ablation-h200.json`.*\n")
-    data = json.loads(path.read_text())
-    names = list(data["variants"]) + ["lab02", "sdpa_cudnn"]
-    shown = {"hopper": "kept kernel", "hopper, no ping-pong": "no ping-pong",
-             "hopper, one program per item pair": "not persistent",
-             "hopper, neither": "neither", "lab02": "Lab 02", "sdpa_cudnn": "cuDNN"}
+    if not (DATA / "flash-hopper-ablation-h200.json").exists():
+        return (
+            "*Not measured yet: `python -m bench.ablate_hopper` on the H200 writes "
+            "`data/flash-hopper-ablation-h200.json`.*\n"
+        )
+    data = load("flash-hopper-ablation-h200.json")
+    names = [*data["variants"], "lab02", "sdpa_cudnn"]
     rows = []
     for rec in data["records"]:
         cudnn = rec["sdpa_cudnn"]["tflops"]
-        rows.append([_n(rec["n"]), "yes" if rec["causal"] else "no"]
-                    + [f"{rec[name]['tflops']:.0f} ({rec[name]['tflops'] / cudnn:.2f})"
-                       for name in names])
+        cells = [f"{rec[n]['tflops']:.0f} ({rec[n]['tflops'] / cudnn:.2f})" for n in names]
+        rows.append([f"{rec['n']:,}", yes(rec["causal"]), *cells])
     env = data["environment"]
-    note = (f"TFLOP/s (÷ cuDNN) at d = 128, fp16, B = 16384 / N, H = 16, measured in one process "
-            f"on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, commit "
-            f"{env['commit']}, {env['date'][:10]}) by `bench/ablate_hopper.py` "
-            "(`data/flash-hopper-ablation-h200.json`); "
-            + ("GPU time under CUDA-graph replay (medians)." if "graph" in data["timing"]
-               else "medians of `triton.testing.do_bench` (eager)."))
-    return markdown_table(["N", "causal"] + [shown[n] for n in names], rows) + "\n" + note + "\n"
+    note = (
+        f"TFLOP/s (÷ cuDNN) at d = 128, fp16, B = 16384 / N, H = 16, measured in one process "
+        f"on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, commit "
+        f"{env['commit']}, {env['date'][:10]}) by `bench/ablate_hopper.py` "
+        "(`data/flash-hopper-ablation-h200.json`); "
+    )
+    if "graph" in data["timing"]:
+        note += "GPU time under CUDA-graph replay (medians)."
+    else:
+        note += "medians of `triton.testing.do_bench` (eager)."
+    return markdown_table(["N", "causal", *(ABLATION[n] for n in names)], rows) + f"\n{note}\n"
 
 
-def _ptxas_short(report: str | None) -> str:
+def ptxas_short(report: str | None) -> str:
     """'255 regs, 88 B spilled' from ptxas's -v lines; '–' where ptxas did not run."""
     if not report:
         return "–"
@@ -86,30 +92,38 @@ def _ptxas_short(report: str | None) -> str:
 
 
 def autows_table() -> str:
-    data = json.loads((DATA / "autows-probe.json").read_text())
+    data = load("autows-probe.json")
     rows = []
     for rec in data["records"]:
-        if rec["compiled"]:
-            result = ("partitions made" if rec["ttgir_has_warp_specialize"]
-                      else "compiled, no partitions")
-        else:
+        if not rec["compiled"]:
             result = f"compile error ({rec['error'].split(':')[0]})"
-        rows.append([rec["target"], "yes" if rec["warp_specialize_flag"] else "no",
-                     f"{rec['BLOCK_M']} x {rec['BLOCK_N']}", rec["num_warps"], result,
-                     _ptxas_short(rec.get("ptxas"))])
+        elif rec["ttgir_has_warp_specialize"]:
+            result = "partitions made"
+        else:
+            result = "compiled, no partitions"
+        rows.append(
+            [
+                rec["target"],
+                yes(rec["warp_specialize_flag"]),
+                f"{rec['BLOCK_M']} x {rec['BLOCK_N']}",
+                rec["num_warps"],
+                result,
+                ptxas_short(rec.get("ptxas")),
+            ]
+        )
     env = data["environment"]
-    note = (f"Lab 02's kernel at d = 128, fp16, no mask, compiled {env['compiled']} by Triton "
-            f"{env['triton']} (`bench/autows.py`, `data/autows-probe.json`); "
-            "\"partitions\" means a `ttg.warp_specialize` region in the compiled TTGIR.")
-    return markdown_table(["target", "warp_specialize=True", "tile", "warps", "result",
-                           "registers (sm_90)"], rows) + "\n" + note + "\n"
+    note = (
+        f"Lab 02's kernel at d = 128, fp16, no mask, compiled {env['compiled']} by Triton "
+        f"{env['triton']} (`bench/autows.py`, `data/autows-probe.json`); "
+        '"partitions" means a `ttg.warp_specialize` region in the compiled TTGIR.'
+    )
+    header = "target | warp_specialize=True | tile | warps | result | registers (sm_90)"
+    return markdown_table(header, rows) + f"\n{note}\n"
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"generated/hopper-drafts.md": drafts_table(),
-            "generated/hopper-ablation.md": ablation_table(),
-            "generated/hopper-autows.md": autows_table()}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {
+        "generated/hopper-drafts.md": drafts_table(),
+        "generated/hopper-ablation.md": ablation_table(),
+        "generated/hopper-autows.md": autows_table(),
+    }

@@ -3,18 +3,13 @@ shape from minimodel.roofline and the H200's measured copy rate (data/ceilings-h
 accuracy of the rounding, computed here in float64 with PyTorch (what a cache that stores values
 rounded the 8-bit way, or the 16-bit way, gives: the arithmetic the kernels are tested to
 compute); and the H200 measurement from data/fp8-decode-h200.json (bench/fp8_decode.py), or a
-line saying that it is pending while that file does not exist.
+line saying that it is pending while that file does not exist."""
 
-    python -m figures.fp8_decode            # write docs/generated/fp8-*.md and the figure
-    python -m figures.fp8_decode --check    # fail if they are stale
-"""
-
-import json
 import statistics
 
 import torch
 
-from figures.core import ROOT, emit, h200_measured, markdown_table, roofline_svg
+from figures.core import DATA, h200_measured, load, markdown_table, roofline_svg
 from minimodel.ceilings import HARDWARE
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
 from minimodel.paged_attention import dequantize_kv, quantize_kv
@@ -23,21 +18,34 @@ from minimodel.roofline import attention_flops, kv_cache_bytes, scaled_kv_cache_
 from minimodel.roofline_plot import RooflinePoint
 from minimodel.verbs import tokenizer, verb_sequence
 
-DATA = ROOT / "data" / "fp8-decode-h200.json"
 B, N, HQ, HKV, D = 64, 4096, 32, 8, 128  # the issue's shape: bench/fp8_decode.py's
 BAR_COPY, BAR_SPEEDUP = 0.80, 1.6  # the issue's acceptance
-VERB_CONFIG = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=64, d_model=64,
-                            n_heads=4, n_kv_heads=2, n_layers=2)  # tests/test_paged_fp8.py's
+VERB_CONFIG = MiniGPTConfig(
+    vocab_size=tokenizer().vocab_size,
+    max_seq_len=64,
+    d_model=64,
+    n_heads=4,
+    n_kv_heads=2,
+    n_layers=2,
+)  # tests/test_paged_fp8.py's
 
 
 def caches() -> list[dict]:
     """The two caches of one decode step at the issue's shape: bytes, FLOPs."""
     flops = attention_flops(B, HQ, 1, N, D, causal=True)
     return [
-        {"name": "16-bit", "token": kv_cache_bytes(1, HKV, D, 1),
-         "step": kv_cache_bytes(1, HKV, D, N, batch=B), "flops": flops},
-        {"name": "e4m3 + float32 scales", "token": scaled_kv_cache_bytes(1, HKV, D, 1),
-         "step": scaled_kv_cache_bytes(1, HKV, D, N, batch=B), "flops": flops},
+        {
+            "name": "16-bit",
+            "token": kv_cache_bytes(1, HKV, D, 1),
+            "step": kv_cache_bytes(1, HKV, D, N, batch=B),
+            "flops": flops,
+        },
+        {
+            "name": "e4m3 + float32 scales",
+            "token": scaled_kv_cache_bytes(1, HKV, D, 1),
+            "step": scaled_kv_cache_bytes(1, HKV, D, N, batch=B),
+            "flops": flops,
+        },
     ]
 
 
@@ -47,18 +55,29 @@ def prediction() -> str:
     for c in caches():
         seconds = c["step"] / bandwidth
         base = base or seconds
-        rows.append([c["name"], f"{c['token']:,}", f"{c['step'] / 2**20:,.0f}",
-                     f"{c['flops'] / 1e9:.2f}", f"{c['flops'] / c['step']:.2f}",
-                     f"{seconds * 1e6:.1f}", f"{B / seconds / 1e6:.3f}", f"{base / seconds:.2f}"])
-    return markdown_table(
-        ["cache", "bytes per token (one layer)", "MiB per step", "GFLOP per step",
-         "intensity (FLOP/B)", "µs at the copy rate", "M tokens/s at the copy rate",
-         "vs 16-bit"], rows) + (
+        rows.append(
+            [
+                c["name"],
+                f"{c['token']:,}",
+                f"{c['step'] / 2**20:,.0f}",
+                f"{c['flops'] / 1e9:.2f}",
+                f"{c['flops'] / c['step']:.2f}",
+                f"{seconds * 1e6:.1f}",
+                f"{B / seconds / 1e6:.3f}",
+                f"{base / seconds:.2f}",
+            ]
+        )
+    header = (
+        "cache | bytes per token (one layer) | MiB per step | GFLOP per step | intensity "
+        "(FLOP/B) | µs at the copy rate | M tokens/s at the copy rate | vs 16-bit"
+    )
+    return markdown_table(header, rows) + (
         f"\nOne layer's decode step, B = {B} sequences of {N:,} keys, {HQ} query heads on {HKV} kv "
         f"heads, d = {D}; bytes from `roofline.kv_cache_bytes` and "
         "`roofline.scaled_kv_cache_bytes`, FLOPs from `roofline.attention_flops`; time = bytes / "
         f"the copy rate measured on the H200, {bandwidth / 1e9:,.0f} GB/s "
-        "(`data/ceilings-h200.json`). Tokens per second: B over that time.\n")
+        "(`data/ceilings-h200.json`). Tokens per second: B over that time.\n"
+    )
 
 
 def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
@@ -74,8 +93,11 @@ def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     model = MiniGPT(VERB_CONFIG).double().eval()
     seen = []
-    hooks = [m.register_forward_hook(lambda mod, i, o: seen.append(o))
-             for b in model.blocks for m in (b.attn.wq, b.attn.wkv)]
+    hooks = [
+        m.register_forward_hook(lambda mod, i, o: seen.append(o))
+        for b in model.blocks
+        for m in (b.attn.wq, b.attn.wkv)
+    ]
     with torch.no_grad():
         model(torch.tensor([verb_sequence()]))
     for h in hooks:
@@ -95,49 +117,83 @@ def accuracy() -> str:
     gen = torch.Generator().manual_seed(0)
     q = torch.randn(8, HQ, D, generator=gen, dtype=torch.float64)
     k, v = (torch.randn(8, HKV, 1024, D, generator=gen).double() for _ in "kv")
-    data = [("random N(0, 1), 8 x 1,024 keys, GQA 32/8, d = 128", q, k, v),
-            ("the verb sequence: MiniGPT's 2 layers, 64 keys, 4/2 heads, d = 16", *verb_qkv())]
+    data = [
+        ("random N(0, 1), 8 x 1,024 keys, GQA 32/8, d = 128", q, k, v),
+        ("the verb sequence: MiniGPT's 2 layers, 64 keys, 4/2 heads, d = 16", *verb_qkv()),
+    ]
     rows = []
     for name, q, k, v in data:
+
         def out(kk, vv, q=q):
             return attention_ref(q[:, :, None], kk, vv)[:, :, 0]
+
         ref = out(k, v)
-        e8, e16 = out(rounded(k, "e4m3"), rounded(v, "e4m3")) - ref, out(
-            rounded(k, "float16"), rounded(v, "float16")) - ref
-        rows.append([name, f"{rms(e8):.2e}", f"{rms(e16):.2e}", f"{rms(e8) / rms(e16):.0f}",
-                     f"{e8.abs().max().item():.2e}", f"{e16.abs().max().item():.2e}"])
-    table = markdown_table(["attention inputs", "e4m3: RMS error", "16-bit: RMS error",
-                            "ratio of RMS", "e4m3: largest error", "16-bit: largest error"], rows)
+        e8, e16 = (
+            out(rounded(k, "e4m3"), rounded(v, "e4m3")) - ref,
+            out(rounded(k, "float16"), rounded(v, "float16")) - ref,
+        )
+        rows.append(
+            [
+                name,
+                f"{rms(e8):.2e}",
+                f"{rms(e16):.2e}",
+                f"{rms(e8) / rms(e16):.0f}",
+                f"{e8.abs().max().item():.2e}",
+                f"{e16.abs().max().item():.2e}",
+            ]
+        )
+    header = (
+        "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS | "
+        "e4m3: largest error | 16-bit: largest error"
+    )
+    table = markdown_table(header, rows)
     torch.manual_seed(0)
     model = MiniGPT(VERB_CONFIG).double().eval()
     tokens = torch.tensor([verb_sequence()])
     with torch.no_grad():
         want = model(tokens)[0]
-        logits = {how: model(tokens, attn=lambda q, k, v, how=how, **m: attention_ref(
-            q, rounded(k, how), rounded(v, how), **m))[0] for how in ("float16", "e4m3")}
+        logits = {
+            how: model(
+                tokens,
+                attn=lambda q, k, v, how=how, **m: attention_ref(
+                    q, rounded(k, how), rounded(v, how), **m
+                ),
+            )[0]
+            for how in ("float16", "e4m3")
+        }
     rows = []
     for how, got in logits.items():
         same = (got.argmax(-1) == want.argmax(-1)).sum().item()
-        rows.append(["16-bit" if how == "float16" else "e4m3 + float32 scales",
-                     f"{rms(got - want):.2e}", f"{(got - want).abs().max().item():.2e}",
-                     f"{same} of {len(want)}"])
+        rows.append(
+            [
+                "16-bit" if how == "float16" else "e4m3 + float32 scales",
+                f"{rms(got - want):.2e}",
+                f"{(got - want).abs().max().item():.2e}",
+                f"{same} of {len(want)}",
+            ]
+        )
     top2 = want.topk(2, -1).values
-    logits_table = markdown_table(["cache", "RMS logit error", "largest logit error",
-                                   "next token as the float64 pass's"], rows)
-    return (table + "\nError of one decode row per sequence (each query head, every column) "
-            "against the float64 reference on the keys and values as given; RMS over all of "
-            "them. The caches' rounding only: the query and the arithmetic in float64.\n\n"
-            + logits_table + f"\nMiniGPT (seed 0) over the 64 tokens of the verb sequence, the "
-            "cache's rounding only (float64 model), against the float64 pass with exact keys and "
-            f"values; its logits have RMS {rms(want):.1f}, and its closest call between the top "
-            f"two tokens is a margin of {(top2[:, 0] - top2[:, 1]).min().item():.2f}.\n")
+    header = "cache | RMS logit error | largest logit error | next token as the float64 pass's"
+    logits_table = markdown_table(header, rows)
+    return (
+        table + "\nError of one decode row per sequence (each query head, every column) "
+        "against the float64 reference on the keys and values as given; RMS over all of "
+        "them. The caches' rounding only: the query and the arithmetic in float64.\n\n"
+        + logits_table
+        + f"\nMiniGPT (seed 0) over the 64 tokens of the verb sequence, the "
+        "cache's rounding only (float64 model), against the float64 pass with exact keys and "
+        f"values; its logits have RMS {rms(want):.1f}, and its closest call between the top "
+        f"two tokens is a margin of {(top2[:, 0] - top2[:, 1]).min().item():.2f}.\n"
+    )
 
 
 def measured(data: dict | None) -> str:
     if data is None:
-        return ("*Pending: `data/fp8-decode-h200.json` has not been measured yet (the command "
-                "above, on the H200). No measured number for the 8-bit cache is given until it "
-                "exists.*\n")
+        return (
+            "*Pending: `data/fp8-decode-h200.json` has not been measured yet (the command "
+            "above, on the H200). No measured number for the 8-bit cache is given until it "
+            "exists.*\n"
+        )
     copy = statistics.mean(data["copy_bytes_per_s"])
     recs = {r["impl"]: r for r in data["records"]}
     base = recs["fp16_paged"]
@@ -145,18 +201,27 @@ def measured(data: dict | None) -> str:
     rows = []
     for r in data["records"]:
         seconds = r["graph_ms"] * 1e-3
-        rows.append([f"`{r['impl']}`", f"{r['graph_ms'] * 1e3:.1f}",
-                     f"{r['kv_bytes'] / 2**20:,.0f}", f"{r['graph_gb_per_s']:,.0f}",
-                     f"{r['graph_gb_per_s'] * 1e9 / copy:.0%}", f"{batch / seconds / 1e6:.3f}",
-                     f"{base['graph_ms'] / r['graph_ms']:.2f}",
-                     f"{r['max_err_vs_float32_drawn']:.1e}"])
+        rows.append(
+            [
+                f"`{r['impl']}`",
+                f"{r['graph_ms'] * 1e3:.1f}",
+                f"{r['kv_bytes'] / 2**20:,.0f}",
+                f"{r['graph_gb_per_s']:,.0f}",
+                f"{r['graph_gb_per_s'] * 1e9 / copy:.0%}",
+                f"{batch / seconds / 1e6:.3f}",
+                f"{base['graph_ms'] / r['graph_ms']:.2f}",
+                f"{r['max_err_vs_float32_drawn']:.1e}",
+            ]
+        )
     fp8 = recs["fp8_paged"]
     frac = fp8["graph_gb_per_s"] * 1e9 / copy
     speedup = base["graph_ms"] / fp8["graph_ms"]
     env = data["environment"]
-    return markdown_table(
-        ["call", "graph µs", "MiB read", "GB/s", "of the copy rate", "M tokens/s",
-         "tokens/s vs 16-bit paged", "largest error vs float32"], rows) + (
+    header = (
+        "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s | "
+        "tokens/s vs 16-bit paged | largest error vs float32"
+    )
+    return markdown_table(header, rows) + (
         f"\n`data/fp8-decode-h200.json` ({env['device']}, torch {env['torch']}, triton "
         f"{env['triton']}, commit {env['commit']}, {env['date']}): CUDA-graph medians of "
         f"{len(fp8['graph_ms_runs'])} rounds; copy rate {copy / 1e9:,.0f} GB/s, the mean of the "
@@ -166,32 +231,35 @@ def measured(data: dict | None) -> str:
         f"{frac:.0%} of the copy rate (bar {BAR_COPY:.0%}: "
         f"{'met' if frac >= BAR_COPY else 'missed'}), {speedup:.2f} times the 16-bit cache's "
         f"tokens per second (bar {BAR_SPEEDUP}: "
-        f"{'met' if speedup >= BAR_SPEEDUP else 'missed'}).\n")
+        f"{'met' if speedup >= BAR_SPEEDUP else 'missed'}).\n"
+    )
 
 
 def roofline(data: dict | None) -> bytes:
-    points = [RooflinePoint(f"{c['name']} (predicted)", c["flops"] / c["step"])
-              for c in caches()]
+    points = [RooflinePoint(f"{c['name']} (predicted)", c["flops"] / c["step"]) for c in caches()]
     if data is not None:
         names = {"fp16_paged": "16-bit paged", "fp8_paged": "e4m3 paged"}
         for r in data["records"]:
             if r["impl"] in names:
-                points.append(RooflinePoint(f"{names[r['impl']]} (H200)",
-                                            data["flops"] / r["kv_bytes"],
-                                            data["flops"] / (r["graph_ms"] * 1e-3)))
-    return roofline_svg([h200_measured(), HARDWARE["H200"]], points,
-                        title=f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}")
+                points.append(
+                    RooflinePoint(
+                        f"{names[r['impl']]} (H200)",
+                        data["flops"] / r["kv_bytes"],
+                        data["flops"] / (r["graph_ms"] * 1e-3),
+                    )
+                )
+    return roofline_svg(
+        [h200_measured(), HARDWARE["H200"]],
+        points,
+        title=f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}",
+    )
 
 
 def outputs() -> dict[str, str | bytes]:
-    data = json.loads(DATA.read_text()) if DATA.exists() else None
+    data = load("fp8-decode-h200.json") if (DATA / "fp8-decode-h200.json").exists() else None
     return {
         "generated/fp8-decode-prediction.md": prediction(),
         "generated/fp8-accuracy.md": accuracy(),
         "generated/fp8-decode-measured.md": measured(data),
         "figures/fp8-decode-roofline.svg": roofline(data),
     }
-
-
-if __name__ == "__main__":
-    emit(outputs())

@@ -1,29 +1,22 @@
-"""Tables of the host path (data/host-path-h200.json, bench/host_path.py): for each shape, every
-call's host time per call, GPU time under graph replay and eager time, with the ratios to
-SDPA-cuDNN measured in the same process, where a decode call's host time goes, and which calls
-still refused a bad call there.
+"""Lab 03 part 2: the host path (data/host-path-h200.json, from bench.host_path). Per shape,
+each call's host time, GPU time under graph replay and eager time, with the ratios to SDPA-cuDNN
+measured in the same process; where a decode call's host time goes; which calls still refused a
+bad call there; and one Triton launch's host cost (data/launch-costs-h200.json, from
+bench.launch_costs)."""
 
-    python -m figures.host_path            # write docs/generated/host-path*.md
-    python -m figures.host_path --check    # fail if they are stale
-"""
-
-import json
-
-from figures.core import ROOT, emit, markdown_table
-
-DATA = ROOT / "data" / "host-path-h200.json"
+from figures.core import load, markdown_table
 
 
 def shape(case: dict) -> str:
-    """The shape in a few words; what the cases share (fp16, d = 128, 32 query heads; decode
-    B = 1 with 8 kv heads; prefill B = 4, causal) is said once, on the page."""
+    """What the cases share (fp16, d = 128, 32 query heads; decode B = 1 with 8 kv heads;
+    prefill B = 4, causal) is said once, on the page."""
     if case["kind"] == "decode":
         return f"decode, {case['keys']:,} keys"
     return f"prefill, N = {case['n']}"
 
 
-def cell(value: float | None) -> str:
-    return "–" if value is None else f"{value:,.1f}"
+def cell(value: float | None, fmt: str = ",.1f") -> str:
+    return "–" if value is None else format(value, fmt)
 
 
 def times(data: dict) -> str:
@@ -31,59 +24,71 @@ def times(data: dict) -> str:
     for case in data["cases"]:
         ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
         for r in case["records"]:
-            graph_us = None if r["gpu_ms"] is None else r["gpu_ms"] * 1e3
-            rows.append([
-                shape(case) if r is case["records"][0] else "", f"`{r['impl']}`",
-                cell(r["host_us"]), cell(graph_us), cell(r["eager_us"]),
-                "–" if r["host_us"] is None else f"{r['host_us'] - ref['host_us']:+,.1f}",
-                "–" if graph_us is None else f"{r['gpu_ms'] / ref['gpu_ms']:.2f}",
-                f"{r['eager_us'] / ref['eager_us']:.2f}",
-            ])
-    return markdown_table(["shape", "call", "host µs", "graph µs", "eager µs", "host − cuDNN µs",
-                           "graph ÷ cuDNN", "eager ÷ cuDNN"], rows)
+            host, gpu = r["host_us"], r["gpu_ms"]
+            rows.append(
+                [
+                    shape(case) if r is case["records"][0] else "",
+                    f"`{r['impl']}`",
+                    cell(host),
+                    cell(None if gpu is None else gpu * 1e3),
+                    cell(r["eager_us"]),
+                    cell(None if host is None else host - ref["host_us"], "+,.1f"),
+                    cell(None if gpu is None else gpu / ref["gpu_ms"], ".2f"),
+                    cell(r["eager_us"] / ref["eager_us"], ".2f"),
+                ]
+            )
+    header = "shape | call | host µs | graph µs | eager µs | host − cuDNN µs | graph ÷ cuDNN"
+    return markdown_table(f"{header} | eager ÷ cuDNN", rows)
 
 
-def refusals(data: dict) -> str:
-    rows = [[shape(c), ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if ok),
-             ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if not ok) or "none"]
-            for c in data["cases"]]
-    return markdown_table(["shape", "refused a bad call, same process", "did not"], rows)
-
-
-PARTS = {"checks": "`attention`'s checks (`_check_call`)",
-         "allocate_outputs": "O and lse allocated (two `torch.empty`)",
-         "decode_one_launch": "`decode_contiguous`, one split: one launch",
-         "decode_split_and_merge": "`decode_contiguous`, default split: split kernel and merge"}
+PARTS = {
+    "checks": "`attention`'s checks (`_check_call`)",
+    "allocate_outputs": "O and lse allocated (two `torch.empty`)",
+    "decode_one_launch": "`decode_contiguous`, one split: one launch",
+    "decode_split_and_merge": "`decode_contiguous`, default split: split kernel and merge",
+}
 
 
 def parts(data: dict) -> str:
     """Host µs of the pieces of a decode call, one column per decode shape."""
     cases = [c for c in data["cases"] if "host_parts_us" in c]
-    rows = [[label] + [cell(c["host_parts_us"][name]) for c in cases]
-            for name, label in PARTS.items()]
-    return markdown_table(["host µs of"] + [shape(c) for c in cases], rows)
+    rows = [
+        [label, *(cell(c["host_parts_us"][name]) for c in cases)] for name, label in PARTS.items()
+    ]
+    return markdown_table(["host µs of", *(shape(c) for c in cases)], rows)
 
 
-LAUNCHES = {"jit": "through Triton's JIT (`kernel[grid](...)`)",
-            "direct_tensors": "the compiled kernel's launcher, tensors",
-            "direct_ints": "the compiled kernel's launcher, addresses as ints",
-            "torch_empty": "for scale: one `torch.empty`"}
+LAUNCHES = {
+    "jit": "through Triton's JIT (`kernel[grid](...)`)",
+    "direct_tensors": "the compiled kernel's launcher, tensors",
+    "direct_ints": "the compiled kernel's launcher, addresses as ints",
+    "torch_empty": "for scale: one `torch.empty`",
+}
 
 
 def launch_costs() -> str:
-    data = json.loads((ROOT / "data" / "launch-costs-h200.json").read_text())
-    rows = [[label, cell(data["host_us"].get(name)), data["errors"].get(name, "")]
-            for name, label in LAUNCHES.items()]
-    return markdown_table(["one launch of `_merge_splits`", "host µs", "error"], rows)
+    data = load("launch-costs-h200.json")
+    rows = [
+        [label, cell(data["host_us"].get(name)), data["errors"].get(name, "")]
+        for name, label in LAUNCHES.items()
+    ]
+    return markdown_table("one launch of `_merge_splits` | host µs | error", rows)
 
 
 def outputs() -> dict[str, str | bytes]:
-    data = json.loads(DATA.read_text())
-    return {"generated/launch-costs.md": launch_costs(),
-            "generated/host-path.md": times(data),
-            "generated/host-path-parts.md": parts(data),
-            "generated/host-path-refusals.md": refusals(data)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    data = load("host-path-h200.json")
+    refusals = [
+        [
+            shape(c),
+            ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if ok),
+            ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if not ok) or "none",
+        ]
+        for c in data["cases"]
+    ]
+    header = "shape | refused a bad call, same process | did not"
+    return {
+        "generated/launch-costs.md": launch_costs(),
+        "generated/host-path.md": times(data),
+        "generated/host-path-parts.md": parts(data),
+        "generated/host-path-refusals.md": markdown_table(header, refusals),
+    }

@@ -1,31 +1,16 @@
-"""Tables and figure of Lab 04 from committed data: the KV cache on the verb sequence
-(data/kv-cache-verbs.json, bench/kv_cache.py) and its extrapolation
-(minimodel.roofline.kv_cache_bytes), the quality of the variants (data/gqa-quality.json,
-bench/train_variants.py), and decode on the H200 (data/bench-paged-decode-h200.json from
-bench/paged_decode.py, data/gqa-decode-h200.json from bench/gqa_decode.py).
+"""Lab 04, from committed data: the KV cache on the verb sequence (data/kv-cache-verbs.json,
+from bench.kv_cache) and its extrapolation (minimodel.roofline.kv_cache_bytes), the quality of
+the variants (data/gqa-quality.json, from bench.train_variants), and decode on the H200
+(data/bench-paged-decode-h200.json from bench.paged_decode, data/gqa-decode-h200.json from
+bench.gqa_decode)."""
 
-    python -m figures.lab04            # write docs/generated/lab04-*.md and
-                                           # docs/figures/lab04-quality-vs-bytes.svg
-    python -m figures.lab04 --check    # fail if they are stale
-"""
-
-import json
 import statistics
-from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from figures.core import load, markdown_table, svg
+from minimodel.roofline import kv_cache_bytes
 
-from figures.core import emit, markdown_table, render_svg  # noqa: E402
-from minimodel.roofline import kv_cache_bytes  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-KV = ROOT / "data" / "kv-cache-verbs.json"
-QUALITY = ROOT / "data" / "gqa-quality.json"
-PAGED = ROOT / "data" / "bench-paged-decode-h200.json"
-DECODE = ROOT / "data" / "gqa-decode-h200.json"
 EXTRAPOLATE_N = 2048
 
 # Published configurations (fp16/bf16 caches, E = 2):
@@ -36,11 +21,9 @@ EXTRAPOLATE_N = 2048
 # Mistral 7B: 32 layers, 32 query heads, 8 kv heads, d = 128, sliding window 4096 with a rolling
 #   cache of the window, 8192-token context (Jiang et al., "Mistral 7B", 2023, arXiv:2310.06825,
 #   Table 1).
-PUBLISHED = [
-    {"name": "Llama 2 70B", "layers": 80, "heads": 64, "kv_heads": 8, "d": 128, "context": 4096,
-     "window": None},
-    {"name": "Mistral 7B", "layers": 32, "heads": 32, "kv_heads": 8, "d": 128, "context": 8192,
-     "window": 4096},
+PUBLISHED = [  # (name, layers, heads, kv heads, d, context, window)
+    ("Llama 2 70B", 80, 64, 8, 128, 4096, None),
+    ("Mistral 7B", 32, 32, 8, 128, 8192, 4096),
 ]
 
 
@@ -52,80 +35,91 @@ def size(nbytes: float) -> str:
     return f"{nbytes:,.0f} B"
 
 
-# --- The KV cache on the verb sequence -----------------------------------------------------------
-
 def kv_table(data: dict) -> str:
     n, cfg = data["tokens"], data["config"]
     base = next(v for v in data["variants"] if v["n_kv_heads"] == cfg["n_heads"])
     rows = []
     for v in data["variants"]:
-        kind = ("MHA" if v["n_kv_heads"] == cfg["n_heads"] else
-                "MQA" if v["n_kv_heads"] == 1 else "GQA")
-        rows.append([f"`{v['name']}` ({kind}, g = {v['group']})",
-                     f"{v['filled'] // n:,} / {v['formula_per_token']:,}",
-                     f"{v['filled_after_prefill']:,} / {v['formula_after_prefill']:,}",
-                     f"{v['filled']:,} / {v['formula_filled']:,}",
-                     f"{v['allocated']:,} / {v['formula_allocated']:,}",
-                     f"{base['filled'] / v['filled']:g}×"])
-    header = ["variant", "per token", f"after the prefill ({data['prefill']} tokens)",
-              f"filled, whole sequence ({n} tokens)",
-              f"allocated ({cfg['max_seq_len']} slots)", "smaller than MHA by"]
-    return markdown_table(header, rows)
+        kind = {cfg["n_heads"]: "MHA", 1: "MQA"}.get(v["n_kv_heads"], "GQA")
+        rows.append(
+            [
+                f"`{v['name']}` ({kind}, g = {v['group']})",
+                f"{v['filled'] // n:,} / {v['formula_per_token']:,}",
+                f"{v['filled_after_prefill']:,} / {v['formula_after_prefill']:,}",
+                f"{v['filled']:,} / {v['formula_filled']:,}",
+                f"{v['allocated']:,} / {v['formula_allocated']:,}",
+                f"{base['filled'] / v['filled']:g}×",
+            ]
+        )
+    return markdown_table(
+        f"variant | per token | after the prefill ({data['prefill']} tokens) | "
+        f"filled, whole sequence ({n} tokens) | allocated "
+        f"({cfg['max_seq_len']} slots) | smaller than MHA by",
+        rows,
+    )
 
 
 def extrapolated_table(data: dict) -> str:
-    cfg, elem = data["config"], data["elem_bytes"]
+    cfg, elem, n = data["config"], data["elem_bytes"], EXTRAPOLATE_N
+    mha = kv_cache_bytes(cfg["n_layers"], cfg["n_heads"], cfg["head_dim"], n, elem_bytes=elem)
     rows = []
     for v in data["variants"]:
-        formula = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"],
-                                 EXTRAPOLATE_N, elem_bytes=elem)
-        mha = kv_cache_bytes(cfg["n_layers"], cfg["n_heads"], cfg["head_dim"], EXTRAPOLATE_N,
-                             elem_bytes=elem)
-        rows.append([f"the lab's MiniGPT, {data['dtype']}", f"`{v['name']}`",
-                     size(formula // EXTRAPOLATE_N), f"{EXTRAPOLATE_N:,}", size(formula),
-                     f"{mha / formula:g}×"])
-    for m in PUBLISHED:
-        tokens = m["context"] if m["window"] is None else min(m["context"], m["window"])
-        mha = kv_cache_bytes(m["layers"], m["heads"], m["d"], tokens)
-        for kv in sorted({m["heads"], m["kv_heads"], 1}, reverse=True):
-            per_seq = kv_cache_bytes(m["layers"], kv, m["d"], tokens)
-            label = f"`kv{kv}`" + (" (published)" if kv == m["kv_heads"] else "")
-            cached = (f"{tokens:,}" if m["window"] is None
-                      else f"{tokens:,} (window of a {m['context']:,} context)")
-            rows.append([f"{m['name']}, fp16", label, size(per_seq // tokens), cached,
-                         size(per_seq), f"{mha / per_seq:g}×"])
-    header = ["model", "variant", "per token", "tokens cached per sequence", "per sequence",
-              "smaller than MHA by"]
-    return markdown_table(header, rows)
+        ours = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"], n, elem_bytes=elem)
+        rows.append(
+            [
+                f"the lab's MiniGPT, {data['dtype']}",
+                f"`{v['name']}`",
+                size(ours // n),
+                f"{n:,}",
+                size(ours),
+                f"{mha / ours:g}×",
+            ]
+        )
+    for name, layers, heads, kv_heads, d, context, window in PUBLISHED:
+        tokens = context if window is None else min(context, window)
+        cached = f"{tokens:,}" + (f" (window of a {context:,} context)" if window else "")
+        for kv in sorted({heads, kv_heads, 1}, reverse=True):
+            per_seq = kv_cache_bytes(layers, kv, d, tokens)
+            label = f"`kv{kv}`" + (" (published)" if kv == kv_heads else "")
+            rows.append(
+                [
+                    f"{name}, fp16",
+                    label,
+                    size(per_seq // tokens),
+                    cached,
+                    size(per_seq),
+                    f"{kv_cache_bytes(layers, heads, d, tokens) / per_seq:g}×",
+                ]
+            )
+    header = "model | variant | per token | tokens cached per sequence | per sequence"
+    return markdown_table(f"{header} | smaller than MHA by", rows)
 
 
-# --- What the savings cost ------------------------------------------------------------------------
-
-COLUMNS = [("scratch", 0, "from scratch"), ("converted", 0, "converted, no uptraining")]
-
-
-def groups(data: dict) -> dict:
-    """(variant, kind, uptrain steps) -> {seed: run}."""
-    out: dict = {}
-    for r in data["runs"]:
-        out.setdefault((r["variant"], r["kind"], r["uptrain_steps"]), {})[r["seed"]] = r
-    return out
+def runs(data: dict, variant: str, kind: str, uptrain: int = 0) -> list[dict]:
+    """The runs of one variant and kind (every seed)."""
+    return [
+        r
+        for r in data["runs"]
+        if (r["variant"], r["kind"], r["uptrain_steps"]) == (variant, kind, uptrain)
+    ]
 
 
 def columns(data: dict) -> list[tuple[str, int, str]]:
+    """(kind, uptrain steps, label) of the quality tables' columns."""
     steps = data["recipe"]["steps"]
-    up = [("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)")
-          for u in data["recipe"]["uptrain_steps"]]
-    return [("scratch", 0, f"from scratch ({steps} steps)"), COLUMNS[1], *up]
-
-
-def stats(values: list[float]) -> tuple[float, float, float]:
-    return statistics.mean(values), min(values), max(values)
+    up = [
+        ("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)")
+        for u in data["recipe"]["uptrain_steps"]
+    ]
+    return [
+        ("scratch", 0, f"from scratch ({steps} steps)"),
+        ("converted", 0, "converted, no uptraining"),
+        *up,
+    ]
 
 
 def cell(values: list[float]) -> str:
-    mean, lo, hi = stats(values)
-    return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
+    return f"{statistics.mean(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
 
 
 def variants(data: dict) -> list[str]:
@@ -137,23 +131,21 @@ def per_token(kv: dict) -> dict[str, int]:
 
 
 def quality_table(data: dict, kv: dict, metric: str) -> str:
-    g, cols, bytes_per_token = groups(data), columns(data), per_token(kv)
     rows = []
     for v in variants(data):
-        row = [f"`{v}`", f"{bytes_per_token[v]:,}"]
-        for kind, u, _ in cols:
-            runs = g.get((v, kind, u))
-            row.append(cell([r[metric] for r in runs.values()]) if runs else "")
-        rows.append(row)
-    header = ["variant", "KV bytes per token", *[label for _, _, label in cols]]
+        cells = [
+            cell([r[metric] for r in rs]) if (rs := runs(data, v, kind, u)) else ""
+            for kind, u, _ in columns(data)
+        ]
+        rows.append([f"`{v}`", f"{per_token(kv)[v]:,}", *cells])
+    header = ["variant", "KV bytes per token", *(label for _, _, label in columns(data))]
     return markdown_table(header, rows)
 
 
-def compare(runs: dict, base_runs: dict, metric: str) -> list[str]:
+def compare(rs: list[dict], base: list[dict], metric: str) -> list[str]:
     """[difference of means, verdict]: a difference is claimed only when the ranges over seeds
     of the two do not overlap."""
-    vals = [r[metric] for r in runs.values()]
-    base = [r[metric] for r in base_runs.values()]
+    vals, base = [r[metric] for r in rs], [r[metric] for r in base]
     diff = statistics.mean(vals) - statistics.mean(base)
     apart = min(vals) > max(base) or max(vals) < min(base)
     verdict = ("**higher**" if diff > 0 else "**lower**") if apart else "within the spread"
@@ -162,81 +154,91 @@ def compare(runs: dict, base_runs: dict, metric: str) -> list[str]:
 
 def differences(data: dict) -> str:
     """Each variant against the kv8 control of its column, held-out and training loss."""
-    g = groups(data)
-    scratch = g[("kv8", "scratch", 0)]
     rows = []
     for kind, u, label in columns(data):
-        base = scratch if kind in ("scratch", "converted") else g[("kv8", kind, u)]
+        base = (
+            runs(data, "kv8", "scratch")
+            if kind in ("scratch", "converted")
+            else (runs(data, "kv8", kind, u))
+        )
         for v in variants(data)[1:]:
-            runs = g[(v, kind, u)]
-            rows.append([label, f"`{v}` − `kv8`", *compare(runs, base, "heldout_loss"),
-                         *compare(runs, base, "train_loss")])
-    header = ["runs", "compared", "held-out: difference (nats)", "held-out: ranges",
-              "training verbs: difference", "training verbs: ranges"]
-    return markdown_table(header, rows)
+            rs = runs(data, v, kind, u)
+            rows.append(
+                [
+                    label,
+                    f"`{v}` − `kv8`",
+                    *compare(rs, base, "heldout_loss"),
+                    *compare(rs, base, "train_loss"),
+                ]
+            )
+    header = "runs | compared | held-out: difference (nats) | held-out: ranges"
+    return markdown_table(f"{header} | training verbs: difference | training verbs: ranges", rows)
 
 
 def stems_table(data: dict) -> str:
     """Held-out loss split: the characters that repeat the verb's stem, and the others."""
-    g = groups(data)
-    rows = []
+    u, rows = max(data["recipe"]["uptrain_steps"]), []
     for v in variants(data):
         row = [f"`{v}`"]
-        for kind, u in (("scratch", 0), ("uptrained", max(data["recipe"]["uptrain_steps"]))):
-            runs = g[(v, kind, u)].values()
-            row += [cell([r["heldout_stem_loss"] for r in runs]),
-                    cell([r["heldout_rest_loss"] for r in runs])]
+        for kind, steps in (("scratch", 0), ("uptrained", u)):
+            rs = runs(data, v, kind, steps)
+            row += [
+                cell([r["heldout_stem_loss"] for r in rs]),
+                cell([r["heldout_rest_loss"] for r in rs]),
+            ]
         rows.append(row)
-    u = max(data["recipe"]["uptrain_steps"])
-    header = ["variant", "from scratch: stem characters", "from scratch: the others",
-              f"uptrained {u} steps: stem characters", f"uptrained {u} steps: the others"]
-    return markdown_table(header, rows)
+    header = "variant | from scratch: stem characters | from scratch: the others"
+    return markdown_table(
+        f"{header} | uptrained {u} steps: stem characters | uptrained {u} steps: the others", rows
+    )
 
 
 def quality_figure(data: dict, kv: dict) -> bytes:
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
-    g, bytes_per_token = groups(data), per_token(kv)
+    bytes_per_token = per_token(kv)
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    styles = {"scratch": ("o", "tab:blue"), "converted": ("x", "tab:red"),
-              "uptrained": ("s", "tab:green")}
-    shades = {0: 1.0}
+    styles = {
+        "scratch": ("o", "tab:blue"),
+        "converted": ("x", "tab:red"),
+        "uptrained": ("s", "tab:green"),
+    }
     ups = data["recipe"]["uptrain_steps"]
-    for i, u in enumerate(ups):
-        shades[u] = 0.55 + 0.45 * i / max(1, len(ups) - 1)
+    shades = {0: 1.0} | {u: 0.55 + 0.45 * i / max(1, len(ups) - 1) for i, u in enumerate(ups)}
     for offset, (kind, u, label) in zip((-0.09, -0.03, 0.03, 0.09), columns(data), strict=False):
         xs, ys, lo, hi = [], [], [], []
         for v in variants(data):
-            runs = g.get((v, kind, u))
-            if not runs:
+            if not (rs := runs(data, v, kind, u)):
                 continue
-            mean, a, b = stats([r["heldout_loss"] for r in runs.values()])
+            losses = [r["heldout_loss"] for r in rs]
+            mean = statistics.mean(losses)
             xs.append(bytes_per_token[v] * 2**offset)
             ys.append(mean)
-            lo.append(mean - a)
-            hi.append(b - mean)
+            lo.append(mean - min(losses))
+            hi.append(max(losses) - mean)
         marker, colour = styles[kind]
-        ax.errorbar(xs, ys, yerr=[lo, hi], fmt=marker + "-", color=colour, alpha=shades[u],
-                    capsize=3, label=label, linewidth=1)
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=[lo, hi],
+            fmt=marker + "-",
+            color=colour,
+            alpha=shades[u],
+            capsize=3,
+            label=label,
+            linewidth=1,
+        )
     ax.set_xscale("log", base=2)
     ticks = sorted(bytes_per_token.values())
-    ax.set_xticks(ticks, [f"{t:,}\n{name}" for t in ticks
-                          for name, b in bytes_per_token.items() if b == t])
+    ax.set_xticks(
+        ticks, [f"{t:,}\n{name}" for t in ticks for name, b in bytes_per_token.items() if b == t]
+    )
     ax.set_xlabel("KV cache bytes per token (measured, float32)")
     ax.set_ylabel("held-out loss, nats per character\n(mean; bars: min to max over seeds)")
     ax.set_title("Fewer kv heads, smaller cache: held-out loss on unseen verbs")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
     fig.tight_layout()
+    return svg(fig)
 
-    def draw(path: Path) -> None:
-        fig.savefig(path, format="svg", metadata={"Date": None})
-
-    svg = render_svg(draw)
-    plt.close(fig)
-    return svg
-
-
-# --- Decode on the GPU ----------------------------------------------------------------------------
 
 PAGED_IMPLS = {
     "contiguous": "our decode kernel (`minimodel.attention`), contiguous cache, kv heads in place",
@@ -256,52 +258,58 @@ KV_HEADS = (32, 8, 1)
 
 def decode_rows() -> dict:
     """impl -> {hkv: record} at B = 64, context 4096, Hq = 32, d = 128, fp16."""
-    paged, lab = json.loads(PAGED.read_text()), json.loads(DECODE.read_text())
     table: dict = {}
-    for r in paged["decode"]:
-        if (r["impl"] in PAGED_IMPLS and r["b"] == 64 and r["ctx"] == 4096 and r["hq"] == 32
-                and r["d"] == 128 and r["dtype"] == "float16" and r["window"] is None
-                and r["group"] in ("b64", "heads") and r["hkv"] in KV_HEADS):
+    shape = (64, 4096, 32, 128, "float16", None)
+    for r in load("bench-paged-decode-h200.json")["decode"]:
+        if (
+            r["impl"] in PAGED_IMPLS
+            and r["group"] in ("b64", "heads")
+            and r["hkv"] in KV_HEADS
+            and (r["b"], r["ctx"], r["hq"], r["d"], r["dtype"], r["window"]) == shape
+        ):
             table.setdefault(r["impl"], {})[r["hkv"]] = r
-    for r in lab["decode"]:
+    for r in load("gqa-decode-h200.json")["decode"]:
         table.setdefault(r["impl"], {})[r["hkv"]] = r
     return table
 
 
 def decode_table() -> str:
     table = decode_rows()
-    names = {**PAGED_IMPLS, **LAB04_IMPLS}
-    bytes_ = {h: kv_cache_bytes(1, h, 128, 4096, batch=64) for h in KV_HEADS}
-    rows = [["K/V bytes of the cache (the step's compulsory reads)", "",
-             *[size(bytes_[h]) for h in KV_HEADS], f"{bytes_[32] / bytes_[8]:g}×",
-             f"{bytes_[32] / bytes_[1]:g}×"]]
-    for impl in [*PAGED_IMPLS, *LAB04_IMPLS]:
+    nbytes = {h: kv_cache_bytes(1, h, 128, 4096, batch=64) for h in KV_HEADS}
+    rows = [
+        [
+            "K/V bytes of the cache (the step's compulsory reads)",
+            "",
+            *(size(nbytes[h]) for h in KV_HEADS),
+            f"{nbytes[32] / nbytes[8]:g}×",
+            f"{nbytes[32] / nbytes[1]:g}×",
+        ]
+    ]
+    for impl, name in {**PAGED_IMPLS, **LAB04_IMPLS}.items():
         recs = table.get(impl, {})
         ms = {h: recs[h]["graph_ms"] for h in KV_HEADS}
-        source = "paged" if impl in PAGED_IMPLS else "lab 04"
-        rows.append([names[impl], source,
-                     *[f"{ms[h]:.3f} ms · {recs[h]['graph_gb_per_s']:,.0f} GB/s" for h in KV_HEADS],
-                     f"{ms[32] / ms[8]:.2f}×", f"{ms[32] / ms[1]:.1f}×"])
-    header = ["one decode step of attention", "data", "kv32 (MHA)", "kv8 (GQA)", "kv1 (MQA)",
-              "kv32 / kv8", "kv32 / kv1"]
-    return markdown_table(header, rows)
+        rows.append(
+            [
+                name,
+                "paged" if impl in PAGED_IMPLS else "lab 04",
+                *(f"{ms[h]:.3f} ms · {recs[h]['graph_gb_per_s']:,.0f} GB/s" for h in KV_HEADS),
+                f"{ms[32] / ms[8]:.2f}×",
+                f"{ms[32] / ms[1]:.1f}×",
+            ]
+        )
+    header = "one decode step of attention | data | kv32 (MHA) | kv8 (GQA) | kv1 (MQA)"
+    return markdown_table(f"{header} | kv32 / kv8 | kv32 / kv1", rows)
 
 
 def outputs() -> dict[str, str | bytes]:
-    kv = json.loads(KV.read_text())
-    outputs: dict[str, str | bytes] = {
+    kv, quality = load("kv-cache-verbs.json"), load("gqa-quality.json")
+    return {
         "generated/lab04-kv-verbs.md": kv_table(kv),
         "generated/lab04-kv-extrapolated.md": extrapolated_table(kv),
+        "generated/lab04-quality.md": quality_table(quality, kv, "heldout_loss"),
+        "generated/lab04-quality-train.md": quality_table(quality, kv, "train_loss"),
+        "generated/lab04-quality-differences.md": differences(quality),
+        "generated/lab04-quality-stems.md": stems_table(quality),
+        "figures/lab04-quality-vs-bytes.svg": quality_figure(quality, kv),
+        "generated/lab04-decode.md": decode_table(),
     }
-    quality = json.loads(QUALITY.read_text())
-    outputs["generated/lab04-quality.md"] = quality_table(quality, kv, "heldout_loss")
-    outputs["generated/lab04-quality-train.md"] = quality_table(quality, kv, "train_loss")
-    outputs["generated/lab04-quality-differences.md"] = differences(quality)
-    outputs["generated/lab04-quality-stems.md"] = stems_table(quality)
-    outputs["figures/lab04-quality-vs-bytes.svg"] = quality_figure(quality, kv)
-    outputs["generated/lab04-decode.md"] = decode_table()
-    return outputs
-
-
-if __name__ == "__main__":
-    emit(outputs())

@@ -1,23 +1,15 @@
 """Figure of the GPU primer: the H200's memory hierarchy, each level's capacity on the whole chip.
 
-    python -m figures.memory            # write docs/figures/memory-hierarchy.svg
-    python -m figures.memory --check    # fail if the committed figure is stale
 
 The sizes come from minimodel.ceilings.HARDWARE["H200"] (SM count, shared memory per SM, L2)
 and from the measured copy rate in data/ceilings-h200.json; the two numbers the package does not
 hold are constants below, with their sources.
 """
 
-import json
-from pathlib import Path
+import matplotlib.pyplot as plt
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from figures.core import CEILINGS, emit, render_svg  # noqa: E402
-from minimodel.ceilings import HARDWARE  # noqa: E402
+from figures.core import h200_measured, svg
+from minimodel.ceilings import HARDWARE
 
 H200 = HARDWARE["H200"]
 REGISTERS_PER_SM_BYTES = 65536 * 4  # 64 K 32-bit registers (CUDA programming guide, cc 9.0)
@@ -29,25 +21,38 @@ def levels() -> list[tuple[str, float, str, str]]:
     """(level, bytes on the whole chip, what one SM or the chip has, who shares it and how a
     Triton kernel reaches it), nearest the arithmetic first."""
     sms = H200.sm_count
-    copy = json.loads(CEILINGS.read_text())["ceilings"]["bandwidth"]
+    copy = h200_measured().bandwidth
     return [
-        ("registers", sms * REGISTERS_PER_SM_BYTES,
-         f"{REGISTERS_PER_SM_BYTES // KIB} KiB per SM × {sms}",
-         "one thread's own; every block a kernel computes on (acc, m_i, l_i)"),
-        ("shared memory", sms * H200.smem_per_sm_bytes,
-         f"up to {H200.smem_per_sm_bytes // KIB} KiB per SM × {sms} (its L1 the rest of 256 KiB)",
-         "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles"),
-        ("L2 cache", H200.l2_bytes, f"{H200.l2_bytes // MIB} MiB for the chip",
-         "every SM; every load and store of device memory passes through it"),
-        ("HBM (device memory)", HBM_BYTES,
-         f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
-         f"{copy / 1e12:.2f} TB/s measured copy",
-         "every program; each tl.load / tl.store / TMA copy"),
+        (
+            "registers",
+            sms * REGISTERS_PER_SM_BYTES,
+            f"{REGISTERS_PER_SM_BYTES // KIB} KiB per SM × {sms}",
+            "one thread's own; every block a kernel computes on (acc, m_i, l_i)",
+        ),
+        (
+            "shared memory",
+            sms * H200.smem_per_sm_bytes,
+            f"up to {H200.smem_per_sm_bytes // KIB} KiB per SM × {sms}"
+            " (its L1 the rest of 256 KiB)",
+            "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles",
+        ),
+        (
+            "L2 cache",
+            H200.l2_bytes,
+            f"{H200.l2_bytes // MIB} MiB for the chip",
+            "every SM; every load and store of device memory passes through it",
+        ),
+        (
+            "HBM (device memory)",
+            HBM_BYTES,
+            f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
+            f"{copy / 1e12:.2f} TB/s measured copy",
+            "every program; each tl.load / tl.store / TMA copy",
+        ),
     ]
 
 
-def draw(path: Path) -> None:
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
+def figure() -> bytes:
     rows = levels()
     fig, ax = plt.subplots(figsize=(9.0, 3.6))
     colors = ["#bc4b51", "#f4a259", "#8cb369", "#5b8e7d"]
@@ -60,18 +65,14 @@ def draw(path: Path) -> None:
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_yticks([])
     ax.set_xlabel("bytes on the whole H200 (log scale); faster and smaller toward the top")
-    ax.set_title("The H200's memory hierarchy: what each level holds, and who shares it",
-                 fontsize=10)
+    ax.set_title(
+        "The H200's memory hierarchy: what each level holds, and who shares it", fontsize=10
+    )
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, format="svg", metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/memory-hierarchy.svg": render_svg(draw)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/memory-hierarchy.svg": figure()}

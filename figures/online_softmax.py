@@ -1,7 +1,5 @@
 """Figure of Theory 01: the online-softmax state (m, l) and the rescale factor over a stream.
 
-    python -m figures.online_softmax            # write docs/figures/online-softmax-state.svg
-    python -m figures.online_softmax --check    # fail if the committed figure is stale
 
 Every number drawn comes from minimodel.online_softmax (SoftmaxState.push, rescale_factor), run on
 a fixed, seeded stream of logits, so the figure changes only when that code does.
@@ -9,15 +7,11 @@ a fixed, seeded stream of logits, so the figure changes only when that code does
 
 import math
 import random
-from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.online_softmax import SoftmaxState, rescale_factor  # noqa: E402
+from figures.core import svg
+from minimodel.online_softmax import SoftmaxState, rescale_factor
 
 SEED, N = 27, 32
 MASKED = 10  # this element is -inf, as a masked score would be
@@ -44,33 +38,50 @@ def trace(xs: list[float]) -> tuple[list[SoftmaxState], list[float]]:
     return states, alphas
 
 
-def draw(path: Path) -> None:
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
+def figure() -> bytes:
     xs = stream()
     states, alphas = trace(xs)
     final = states[-1]
     idx = list(range(1, N + 1))
     moved = [j for j, a in zip(idx, alphas, strict=True) if a < 1.0]  # a new maximum arrived
 
-    fig, (ax_m, ax_l, ax_a) = plt.subplots(3, 1, figsize=(7.5, 7.6), sharex=True,
-                                           height_ratios=[1.2, 1.0, 0.8])
+    fig, (ax_m, ax_l, ax_a) = plt.subplots(
+        3, 1, figsize=(7.5, 7.6), sharex=True, height_ratios=[1.2, 1.0, 0.8]
+    )
     # Panel 1: the logits and the running maximum m^(j).
     shown = [(j, x) for j, x in zip(idx, xs, strict=True) if x > -math.inf]
     ax_m.plot(*zip(*shown, strict=True), "o", color="0.55", markersize=4, label=r"logit $x_j$")
     ax_m.step(idx, [s.m for s in states], where="post", color="C0", label=r"running max $m^{(j)}$")
     low = min(x for _, x in shown) - 0.8
-    ax_m.plot([MASKED], [low], "x", color="C3", markersize=7,
-              label=r"masked, $x_j = -\infty$ (state unchanged)")
+    ax_m.plot(
+        [MASKED],
+        [low],
+        "x",
+        color="C3",
+        markersize=7,
+        label=r"masked, $x_j = -\infty$ (state unchanged)",
+    )
     ax_m.set_ylabel("logit")
     ax_m.legend(fontsize=8, loc="upper left")
     ax_m.set_title(f"Online softmax over a stream of {N} logits (seed {SEED})", fontsize=10)
 
     # Panel 2: the running sum l^(j), kept relative to m^(j), and the same sum relative to m^(N).
-    ax_l.plot(idx, [s.l for s in states], "o-", color="C1", markersize=3.5,
-              label=r"running sum $l^{(j)} = \sum_{j' \leq j} e^{x_{j'} - m^{(j)}}$")
-    ax_l.plot(idx, [s.l * math.exp(s.m - final.m) for s in states], "--", color="C2",
-              label=r"the same prefix sum relative to the final max, "
-                    r"$l^{(j)}\, e^{m^{(j)} - m^{(N)}}$")
+    ax_l.plot(
+        idx,
+        [s.l for s in states],
+        "o-",
+        color="C1",
+        markersize=3.5,
+        label=r"running sum $l^{(j)} = \sum_{j' \leq j} e^{x_{j'} - m^{(j)}}$",
+    )
+    ax_l.plot(
+        idx,
+        [s.l * math.exp(s.m - final.m) for s in states],
+        "--",
+        color="C2",
+        label=r"the same prefix sum relative to the final max, "
+        r"$l^{(j)}\, e^{m^{(j)} - m^{(N)}}$",
+    )
     rescaled = r"a new maximum: $l$ is rescaled by $\alpha^{(j)} < 1$"
     for k, j in enumerate(moved[1:]):
         ax_l.axvline(j, color="C0", alpha=0.15, linewidth=4, label=rescaled if k == 0 else None)
@@ -79,9 +90,15 @@ def draw(path: Path) -> None:
 
     # Panel 3: the rescale factor applied to l (and to acc) at each step.
     ax_a.vlines(idx, 0.0, alphas, color="C0", linewidth=2)
-    ax_a.plot(idx, alphas, "o", color="C0", markersize=3.5,
-              label=r"$\alpha^{(j)} = e^{m^{(j-1)} - m^{(j)}}$: 1 unless the max moves; "
-                    r"0 at $j = 1$")
+    ax_a.plot(
+        idx,
+        alphas,
+        "o",
+        color="C0",
+        markersize=3.5,
+        label=r"$\alpha^{(j)} = e^{m^{(j-1)} - m^{(j)}}$: 1 unless the max moves; "
+        r"0 at $j = 1$",
+    )
     ax_a.set_ylim(-0.05, 1.45)
     ax_a.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
     ax_a.set_ylabel(r"$\alpha^{(j)}$")
@@ -91,13 +108,8 @@ def draw(path: Path) -> None:
     for ax in (ax_m, ax_l, ax_a):
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, format="svg", metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/online-softmax-state.svg": render_svg(draw)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/online-softmax-state.svg": figure()}

@@ -1,41 +1,25 @@
-"""Table of what the paged kernels' data checks cost (data/paged-checks-h200.json,
-bench/paged_checks.py): per shape, the checked path eager, the fast path with and without error
-flags, eager and under CUDA-graph replay.
+"""Lab 03 part 2: what the paged kernels' data checks cost (data/paged-checks-h200.json, from
+bench.paged_checks): the checked path eager, the fast path with and without error flags, eager
+and under CUDA-graph replay."""
 
-    python -m figures.paged_checks            # write docs/generated/paged-checks.md
-    python -m figures.paged_checks --check    # fail if it is stale
-"""
-
-import json
-
-from figures.core import ROOT, emit, markdown_table
-
-DATA = ROOT / "data" / "paged-checks-h200.json"
+from figures.core import load, markdown_table
 
 
-def shape(kind: str, case: dict) -> str:
-    if kind == "decode":
-        return f"decode, B = {case['B']}, {case['context']:,} keys, blocks of {case['block_size']}"
-    return (f"prefill, B = {case['B']}, {case['new_tokens']:,} new of {case['context']:,}, "
-            f"blocks of {case['block_size']}")
-
-
-def table(data: dict) -> str:
-    rows = []
-    for kind in ("decode", "prefill"):
-        for case in data[kind]:
-            t = {r["path"]: r for r in case["rows"]}
-            us = lambda v: "–" if v is None else f"{v * 1e3:,.1f}"  # noqa: E731
-            rows.append([shape(kind, case), us(t["checked"]["eager_ms"]), us(t["fast"]["eager_ms"]),
-                         us(t["fast"]["graph_ms"]), us(t["fast+flags"]["graph_ms"]),
-                         us(t["checked"]["eager_ms"] - t["fast"]["eager_ms"])])
-    return markdown_table(["shape", "checked, eager µs", "fast, eager µs", "fast, graph µs",
-                           "fast + flags, graph µs", "the checks, µs"], rows)
+def us(ms: float | None) -> str:
+    return "–" if ms is None else f"{ms * 1e3:,.1f}"
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"generated/paged-checks.md": table(json.loads(DATA.read_text()))}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    data, rows = load("paged-checks-h200.json"), []
+    for kind in ("decode", "prefill"):
+        for c in data[kind]:
+            keys = f"{c['context']:,} keys"
+            if kind == "prefill":
+                keys = f"{c['new_tokens']:,} new of {c['context']:,}"
+            t = {r["path"]: r for r in c["rows"]}
+            checked, fast = t["checked"]["eager_ms"], t["fast"]["eager_ms"]
+            graph, flags = t["fast"]["graph_ms"], t["fast+flags"]["graph_ms"]
+            shape = f"{kind}, B = {c['B']}, {keys}, blocks of {c['block_size']}"
+            rows.append([shape, us(checked), us(fast), us(graph), us(flags), us(checked - fast)])
+    header = "shape | checked, eager µs | fast, eager µs | fast, graph µs | fast + flags, graph µs"
+    return {"generated/paged-checks.md": markdown_table(f"{header} | the checks, µs", rows)}

@@ -1,39 +1,36 @@
-"""Tables and figure of the paged-attention benchmark (Lab 03 part 2), from
-data/bench-paged-decode-h200.json (written by bench/paged_decode.py on the H200).
+"""Lab 03 part 2: the paged-attention benchmark (data/bench-paged-decode-h200.json, from
+bench.paged_decode on the H200) and its tile sweep; the page's sentences about them are tests
+over the data (tests/test_data_claims.py, test_paged_decode_*)."""
 
-    python -m figures.paged_decode            # write docs/generated/paged-*.md and the figure
-    python -m figures.paged_decode --check    # fail if they are stale
+import matplotlib
+import matplotlib.pyplot as plt
 
-Tables only: the page's sentences about them are tests over the data (tests/test_data_claims.py,
-test_paged_decode_*).
-"""
+from figures.core import load as load_data
+from figures.core import markdown_table, svg
 
-import json
-
-from figures.core import ROOT, emit, markdown_table, render_svg
-
-DATA = ROOT / "data" / "bench-paged-decode-h200.json"
-SWEEP = ROOT / "data" / "paged-tile-sweep-h200.json"
-DECODE = ["paged_bs16", "paged_bs64", "contiguous", "sdpa_cudnn", "sdpa_flash", "flash_attention"]
-LABEL = {"paged_bs16": "ours, paged (b=16)", "paged_bs64": "ours, paged (b=64)",
-         "contiguous": "ours, contiguous", "sdpa_cudnn": "SDPA cuDNN",
-         "sdpa_flash": "SDPA FA2", "flash_attention": "Lab 02 flash_attention"}
+DECODE = {  # implementation: its column
+    "paged_bs16": "ours, paged (b=16)",
+    "paged_bs64": "ours, paged (b=64)",
+    "contiguous": "ours, contiguous",
+    "sdpa_cudnn": "SDPA cuDNN",
+    "sdpa_flash": "SDPA FA2",
+    "flash_attention": "Lab 02 flash_attention",
+}
+FIELDS = ("group", "b", "ctx", "hkv", "d", "window", "dtype", "impl")
 
 
 def load() -> dict:
-    return json.loads(DATA.read_text())
+    return load_data("bench-paged-decode-h200.json")
 
 
 def copy_rate(data: dict) -> float:
     """The copy rate of the run: the mean of its two measurements (start and end), bytes/s."""
-    rates = data["copy_bytes_per_s"]
-    return sum(rates) / len(rates)
+    return sum(data["copy_bytes_per_s"]) / len(data["copy_bytes_per_s"])
 
 
 def index(records: list[dict]) -> dict:
     """(group, b, ctx, hkv, d, window, dtype, impl) -> record."""
-    return {(r["group"], r["b"], r["ctx"], r["hkv"], r["d"], r["window"], r["dtype"],
-             r["impl"]): r for r in records}
+    return {tuple(r[f] for f in FIELDS): r for r in records}
 
 
 def key(group, b, ctx, impl, hkv=8, d=128, window=None, dtype="float16"):
@@ -42,9 +39,7 @@ def key(group, b, ctx, impl, hkv=8, d=128, window=None, dtype="float16"):
 
 def rate(rec: dict | None, mode: str = "graph") -> float | None:
     """GB/s of one record: 'graph' (CUDA-graph replay) or 'eager'."""
-    if rec is None:
-        return None
-    return rec.get("graph_gb_per_s" if mode == "graph" else "gb_per_s")
+    return None if rec is None else rec.get("graph_gb_per_s" if mode == "graph" else "gb_per_s")
 
 
 def fmt(x: float | None) -> str:
@@ -55,161 +50,182 @@ def case_name(r: dict) -> str:
     heads = {32: "MHA", 8: "GQA", 1: "MQA"}[r["hkv"]] if r["hq"] == 32 else f"Hq={r['hq']}"
     ctx = "1..8,192 (mixed)" if r["group"] == "mixed" else f"{r['ctx']:,}"
     extra = [heads] + ([f"W={r['window']:,}"] if r["window"] else [])
-    extra += [] if r["d"] == 128 else [f"d={r['d']}"]
-    extra += [] if r["dtype"] == "float16" else [r["dtype"]]
+    extra += ([] if r["d"] == 128 else [f"d={r['d']}"]) + (
+        [] if r["dtype"] == "float16" else [r["dtype"]]
+    )
     return f"B={r['b']}, ctx {ctx}, " + ", ".join(extra)
 
 
 def decode_table(data: dict, mode: str) -> str:
-    copy = copy_rate(data) / 1e9
-    cases = []
-    for r in data["decode"]:
-        c = (r["group"], r["b"], r["ctx"], r["hkv"], r["d"], r["window"], r["dtype"])
-        if c not in cases:
-            cases.append(c)
-    idx = index(data["decode"])
-    rows = []
-    for c in cases:
-        recs = {i: idx.get((*c, i)) for i in DECODE}
-        any_rec = recs["paged_bs16"]
-        ours = rate(recs["paged_bs16"], mode)
-        rows.append([case_name(any_rec), f"{any_rec['kv_bytes'] / 1e6:,.0f}"]
-                    + [fmt(rate(recs[i], mode)) for i in DECODE]
-                    + [f"{ours / copy:.0%}"])
-    header = ["shape (Hq=32 unless said, d=128, fp16)", "K/V MB"] + [LABEL[i] for i in DECODE]
-    header += ["ours b=16 ÷ copy"]
-    return markdown_table(header, rows)
+    copy, idx, rows = copy_rate(data) / 1e9, index(data["decode"]), []
+    for case in dict.fromkeys(k[:-1] for k in idx):  # the shapes, in the order measured
+        ours = idx[(*case, "paged_bs16")]
+        rows.append(
+            [
+                case_name(ours),
+                f"{ours['kv_bytes'] / 1e6:,.0f}",
+                *(fmt(rate(idx.get((*case, i)), mode)) for i in DECODE),
+                f"{rate(ours, mode) / copy:.0%}",
+            ]
+        )
+    header = ["shape (Hq=32 unless said, d=128, fp16)", "K/V MB", *DECODE.values()]
+    return markdown_table([*header, "ours b=16 ÷ copy"], rows)
+
+
+BARS = [  # the issue's three bars, through the block table (b=16): (name, ours, theirs, share)
+    ("B=64, ctx 4,096: ≥ 80% of copy", key("b64", 64, 4096, "paged_bs16"), None, 0.80),
+    ("B=1, ctx 131,072: ≥ 70% of copy", key("b1", 1, 131072, "paged_bs16"), None, 0.70),
+    (
+        "B=1, ctx 32,768: faster than SDPA FA2",
+        key("b1", 1, 32768, "paged_bs16"),
+        key("b1", 1, 32768, "sdpa_flash"),
+        None,
+    ),
+]
 
 
 def acceptance(data: dict) -> tuple[str, dict]:
-    """The issue's three bars, through the block table (b=16), on CUDA-graph replay and eager."""
-    idx = index(data["decode"])
-    copy = copy_rate(data) / 1e9
-    rows, met = [], {}
-    bars = [
-        ("B=64, ctx 4,096: ≥ 80% of copy", key("b64", 64, 4096, "paged_bs16"), None, 0.80),
-        ("B=1, ctx 131,072: ≥ 70% of copy", key("b1", 1, 131072, "paged_bs16"), None, 0.70),
-        ("B=1, ctx 32,768: faster than SDPA FA2", key("b1", 1, 32768, "paged_bs16"),
-         key("b1", 1, 32768, "sdpa_flash"), None),
-    ]
-    for name, ours_key, theirs_key, share in bars:
+    """The bars on CUDA-graph replay and eager: the table, and {(bar, mode): met}."""
+    idx, copy, rows, met = index(data["decode"]), copy_rate(data) / 1e9, [], {}
+    for name, ours_key, theirs_key, share in BARS:
         cells = [name]
         for mode in ("graph", "eager"):
             ours = rate(idx[ours_key], mode)
             if share is not None:
-                ok = ours >= share * copy
-                cells += [f"{ours:,.0f} GB/s = {ours / copy:.0%} of copy"]
+                ok, cell = ours >= share * copy, f"{ours:,.0f} GB/s = {ours / copy:.0%} of copy"
             else:
                 theirs = rate(idx[theirs_key], mode)
-                ok = ours > theirs
-                cells += [f"{ours:,.0f} vs {theirs:,.0f} GB/s ({ours / theirs:.2f}x)"]
-            cells += ["yes" if ok else "**no**"]
+                ok, cell = (
+                    ours > theirs,
+                    f"{ours:,.0f} vs {theirs:,.0f} GB/s ({ours / theirs:.2f}x)",
+                )
+            cells += [cell, "yes" if ok else "**no**"]
             met[(name, mode)] = ok
         rows.append(cells)
-    header = ["bar", "CUDA graph", "met", "eager call", "met"]
-    return markdown_table(header, rows), met
+    return markdown_table("bar | CUDA graph | met | eager call | met", rows), met
 
 
 def splits_table(data: dict) -> str:
-    rows = []
-    for r in data["splits"]:
-        rows.append([f"B={r['b']}, ctx {r['ctx']:,}", r["splits"] * r["b"] * r["hkv"],
-                     r["splits"], "chosen" if r["chosen"] else "",
-                     fmt(r.get("graph_gb_per_s")), fmt(r.get("gb_per_s"))])
-    header = ["shape (GQA 32/8, b=16)", "programs", "splits", "", "GB/s, graph", "GB/s, eager"]
-    return markdown_table(header, rows)
+    rows = [
+        [
+            f"B={r['b']}, ctx {r['ctx']:,}",
+            r["splits"] * r["b"] * r["hkv"],
+            r["splits"],
+            "chosen" if r["chosen"] else "",
+            fmt(r.get("graph_gb_per_s")),
+            fmt(r.get("gb_per_s")),
+        ]
+        for r in data["splits"]
+    ]
+    return markdown_table(
+        "shape (GQA 32/8, b=16) | programs | splits |  | GB/s, graph | GB/s, eager", rows
+    )
 
 
-WINDOW_CASES = (("ctx 32,768, no window", key("window", 16, 32768, "paged_bs64")),
-                ("ctx 32,768, W = 4,096", key("window", 16, 32768, "paged_bs64", window=4096)),
-                ("ctx 4,096, no window", key("window", 16, 4096, "paged_bs64")))
+WINDOW_CASES = (
+    ("ctx 32,768, no window", key("window", 16, 32768, "paged_bs64")),
+    ("ctx 32,768, W = 4,096", key("window", 16, 32768, "paged_bs64", window=4096)),
+    ("ctx 4,096, no window", key("window", 16, 4096, "paged_bs64")),
+)
 
 
 def window_table(data: dict) -> str:
     """W=4096 at 32k against the full 32k and against a 4k context, B=16: time follows W."""
     idx = index(data["decode"])
-    rows = [[label, f"{idx[k]['kv_bytes'] / 1e6:,.0f}", f"{idx[k]['graph_ms'] * 1e3:,.0f}",
-             fmt(rate(idx[k]))] for label, k in WINDOW_CASES]
-    header = ["B=16, GQA 32/8, blocks of 64", "K/V MB read", "µs (graph)", "GB/s"]
-    return markdown_table(header, rows)
+    rows = [
+        [
+            label,
+            f"{idx[k]['kv_bytes'] / 1e6:,.0f}",
+            f"{idx[k]['graph_ms'] * 1e3:,.0f}",
+            fmt(rate(idx[k])),
+        ]
+        for label, k in WINDOW_CASES
+    ]
+    return markdown_table("B=16, GQA 32/8, blocks of 64 | K/V MB read | µs (graph) | GB/s", rows)
 
 
 def prefill_table(data: dict) -> str:
-    rows = []
-    cases = []
+    cases: dict[tuple, dict] = {}
     for r in data["prefill"]:
-        c = (r["b"], r["ctx"], r["nq"], r["window"])
-        if c not in cases:
-            cases.append(c)
-    for b, ctx, nq, w in cases:
-        recs = {r["impl"]: r for r in data["prefill"]
-                if (r["b"], r["ctx"], r["nq"], r["window"]) == (b, ctx, nq, w)}
-        lab02 = recs["flash_attention"]["graph_tflops"]
+        cases.setdefault((r["b"], r["ctx"], r["nq"], r["window"]), {})[r["impl"]] = r
+    rows = []
+    for (b, ctx, nq, w), recs in cases.items():
         name = f"B={b}, {nq:,} new tokens on a {ctx:,}-key context" + (f", W={w:,}" if w else "")
-        rows.append([name] + [fmt(recs[i].get("graph_tflops"))
-                              for i in ("paged_bs16", "paged_bs64", "flash_attention")]
-                    + [f"{recs['paged_bs64']['graph_tflops'] / lab02:.2f}"])
-    header = ["prefill (Hq=32, Hkv=8, d=128, fp16, causal)", "ours, paged b=16",
-              "ours, paged b=64", "Lab 02 (contiguous, TMA)", "b=64 ÷ Lab 02"]
-    return markdown_table(header, rows)
+        rates = [
+            recs[i].get("graph_tflops") for i in ("paged_bs16", "paged_bs64", "flash_attention")
+        ]
+        rows.append([name, *map(fmt, rates), f"{rates[1] / rates[2]:.2f}"])
+    header = "prefill (Hq=32, Hkv=8, d=128, fp16, causal) | ours, paged b=16 | ours, paged b=64"
+    return markdown_table(f"{header} | Lab 02 (contiguous, TMA) | b=64 ÷ Lab 02", rows)
 
 
 def sweep_tables() -> tuple[str, str]:
     """The tile sweep (first GPU run, eager timing): decode (BLOCK_N, warps, stages) per shape,
     prefill (BLOCK_M, BLOCK_N, warps, stages), GB/s and TFLOP/s."""
-    recs = json.loads(SWEEP.read_text())["records"]
-    configs = []
-    for r in recs:
-        if "gb_per_s" in r and tuple(r["config"]) not in configs:
-            configs.append(tuple(r["config"]))
+    recs = load_data("paged-tile-sweep-h200.json")["records"]
     rows = []
-    for cfg in configs:
-        cells = [f"{cfg[0]}, {cfg[1]}, {cfg[2]}"]
+    for cfg in dict.fromkeys(tuple(r["config"]) for r in recs if "gb_per_s" in r):
+        cells = [", ".join(map(str, cfg))]
         for b, ctx in ((64, 4096), (1, 131072)):
             for impl in ("paged_bs16", "contiguous"):
-                rec = next((r for r in recs if tuple(r["config"]) == cfg and r["b"] == b
-                            and r["ctx"] == ctx and r["impl"] == impl), None)
+                rec = next(
+                    (
+                        r
+                        for r in recs
+                        if (tuple(r["config"]), r["b"], r["ctx"], r["impl"]) == (cfg, b, ctx, impl)
+                    ),
+                    None,
+                )
                 cells.append(fmt(rec and rec.get("gb_per_s")))
         rows.append(cells)
-    decode = markdown_table(["BLOCK_N, warps, stages", "B=64, 4k: paged b=16", "contiguous",
-                             "B=1, 128k: paged b=16", "contiguous"], rows)
-    prows = []
-    for r in recs:
-        if "tflops" in r and r["impl"] != "flash_attention":
-            prows.append([", ".join(map(str, r["config"])), LABEL[r["impl"]], fmt(r["tflops"])])
-    prefill = markdown_table(["BLOCK_M, BLOCK_N, warps, stages", "kernel", "TFLOP/s"], prows)
-    return decode, prefill
+    header = "BLOCK_N, warps, stages | B=64, 4k: paged b=16 | contiguous | B=1, 128k: paged b=16"
+    prefill = [
+        [", ".join(map(str, r["config"])), DECODE[r["impl"]], fmt(r["tflops"])]
+        for r in recs
+        if "tflops" in r and r["impl"] != "flash_attention"
+    ]
+    return (
+        markdown_table(f"{header} | contiguous", rows),
+        markdown_table("BLOCK_M, BLOCK_N, warps, stages | kernel | TFLOP/s", prefill),
+    )
 
 
-def draw(data: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "minimodel"
-    idx = index(data["decode"])
-    copy = copy_rate(data) / 1e9
+def figure(data: dict) -> bytes:
+    idx, copy = index(data["decode"]), copy_rate(data) / 1e9
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
     for ax, (group, b) in zip(axes, (("b1", 1), ("b64", 64)), strict=True):
         ctxs = sorted({r["ctx"] for r in data["decode"] if r["group"] == group})
-        for impl, style in (("paged_bs16", "o-"), ("contiguous", "s--"), ("sdpa_cudnn", "^-"),
-                            ("sdpa_flash", "v-"), ("flash_attention", "x:")):
+        for impl, style in (
+            ("paged_bs16", "o-"),
+            ("contiguous", "s--"),
+            ("sdpa_cudnn", "^-"),
+            ("sdpa_flash", "v-"),
+            ("flash_attention", "x:"),
+        ):
             ys = [rate(idx.get(key(group, b, c, impl))) for c in ctxs]
-            ax.plot(ctxs, ys, style, label=LABEL[impl],
-                    linewidth=2.5 if impl == "paged_bs16" else 1.2)
-        ax.axhline(copy, color="grey", linestyle="--", linewidth=1,
-                   label=f"device copy, same run ({copy:,.0f} GB/s)")
-        ax.set(xscale="log", title=f"B = {b}, GQA 32/8, d = 128, fp16", ylim=(0, copy * 1.12),
-               xlabel="context length (keys per sequence)")
+            ax.plot(
+                ctxs, ys, style, label=DECODE[impl], linewidth=2.5 if impl == "paged_bs16" else 1.2
+            )
+        ax.axhline(
+            copy,
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=f"device copy, same run ({copy:,.0f} GB/s)",
+        )
+        ax.set(
+            xscale="log",
+            title=f"B = {b}, GQA 32/8, d = 128, fp16",
+            ylim=(0, copy * 1.12),
+            xlabel="context length (keys per sequence)",
+        )
         ax.set_xticks(ctxs, [f"{c // 1024}k" if c >= 1024 else str(c) for c in ctxs])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("K/V bytes read per second (GB/s), CUDA-graph replay")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
@@ -224,9 +240,5 @@ def outputs() -> dict[str, str | bytes]:
         "generated/paged-prefill.md": prefill_table(data),
         "generated/paged-tile-sweep-decode.md": sweep_decode,
         "generated/paged-tile-sweep-prefill.md": sweep_prefill,
-        "figures/paged-decode-bandwidth.svg": render_svg(lambda p: draw(data, p)),
+        "figures/paged-decode-bandwidth.svg": figure(data),
     }
-
-
-if __name__ == "__main__":
-    emit(outputs())

@@ -1,25 +1,9 @@
-"""Tables and figure of Lab 03 from committed data: the memory experiment
-(data/paged-memory.json, bench/paged_memory.py) and the cost of the block manager's
-operations (data/block-manager-ops.json, bench/block_manager.py).
+"""Lab 03: the memory experiment (data/paged-memory.json, from bench.paged_memory) and the cost
+of the block manager's operations (data/block-manager-ops.json, from bench.block_manager)."""
 
-    python -m figures.paged_memory            # write docs/generated/paged-memory*.md,
-                                                  # block-manager-ops.md, figures/paged-memory.svg
-    python -m figures.paged_memory --check    # fail if they are stale
-"""
+import matplotlib.pyplot as plt
 
-import json
-from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from figures.core import emit, markdown_table, render_svg  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-MEMORY = ROOT / "data" / "paged-memory.json"
-OPS = ROOT / "data" / "block-manager-ops.json"
+from figures.core import load, markdown_table, svg
 
 # Kwon et al., "Efficient Memory Management for Large Language Model Serving with
 # PagedAttention", SOSP 2023, arXiv:2309.06180, Fig. 2: the share of KV cache memory that holds
@@ -36,18 +20,26 @@ def layout_name(run: dict) -> str:
 
 
 def setup_table(data: dict) -> str:
-    rows = []
-    for w in data["workloads"]:
-        rows.append([w["name"], w["description"], f"{w['mean_prompt']:.0f} / {w['max_prompt']:,}",
-                     f"{w['mean_output']:.0f} / {w['max_output']:,}", f"{w['max_len']:,}",
-                     f"{w['budget_slots']:,}"])
+    rows = [
+        [
+            w["name"],
+            w["description"],
+            f"{w['mean_prompt']:.0f} / {w['max_prompt']:,}",
+            f"{w['mean_output']:.0f} / {w['max_output']:,}",
+            f"{w['max_len']:,}",
+            f"{w['budget_slots']:,}",
+        ]
+        for w in data["workloads"]
+    ]
     env = data["environment"]
-    note = (f"\n{data['requests']} requests per workload, seed {data['seed']}; "
-            f"`data/paged-memory.json`, written by `bench/paged_memory.py` (Python "
-            f"{env['python']}, commit {env['commit']}, {env['date']}).\n")
-    header = ["workload", "what it is", "prompt tokens (mean / max)", "output tokens (mean / max)",
-              "contiguous reservation", "KV budget (token slots)"]
-    return markdown_table(header, rows) + note
+    note = (
+        f"{data['requests']} requests per workload, seed {data['seed']}; "
+        f"`data/paged-memory.json`, written by `bench/paged_memory.py` (Python "
+        f"{env['python']}, commit {env['commit']}, {env['date']})."
+    )
+    header = "workload | what it is | prompt tokens (mean / max) | output tokens (mean / max)"
+    header += " | contiguous reservation | KV budget (token slots)"
+    return markdown_table(header, rows) + f"\n{note}\n"
 
 
 def results_table(data: dict) -> str:
@@ -55,70 +47,100 @@ def results_table(data: dict) -> str:
     for w in data["workloads"]:
         for r in w["runs"]:
             computed, cached = r["prefill_tokens_computed"], r["prefill_tokens_cached"]
-            rows.append([w["name"], layout_name(r), f"{r['token_states_of_reserved']:.1%}",
-                         f"{r['token_states_of_budget']:.1%}", f"{r['mean_running']:.1f}",
-                         f"{r['max_running']}", f"{r['preemptions']:,}",
-                         f"{cached / (cached + computed):.0%}", f"{r['steps']:,}"])
-    header = ["workload", "layout", "token states / reserved", "token states / budget",
-              "running at once (mean)", "(max)", "preemptions", "prefill from cache", "steps"]
-    return markdown_table(header, rows) + (
-        "\nWhile requests wait (the server is full): token states are the physical slots "
+            rows.append(
+                [
+                    w["name"],
+                    layout_name(r),
+                    f"{r['token_states_of_reserved']:.1%}",
+                    f"{r['token_states_of_budget']:.1%}",
+                    f"{r['mean_running']:.1f}",
+                    f"{r['max_running']}",
+                    f"{r['preemptions']:,}",
+                    f"{cached / (cached + computed):.0%}",
+                    f"{r['steps']:,}",
+                ]
+            )
+    header = "workload | layout | token states / reserved | token states / budget"
+    header += " | running at once (mean) | (max) | preemptions | prefill from cache | steps"
+    note = (
+        "While requests wait (the server is full): token states are the physical slots "
         "holding a token's K/V, a shared block counted once; reserved are the slots of the "
-        "blocks (or the reservations) that requests hold.\n")
+        "blocks (or the reservations) that requests hold."
+    )
+    return markdown_table(header, rows) + f"\n{note}\n"
 
 
 def pick(w: dict, layout: str, b: int | None = None, sharing: bool = False) -> dict:
-    return next(r for r in w["runs"] if r["layout"] == layout and r["block_size"] == b
-                and r["prefix_sharing"] == sharing)
+    return next(
+        r
+        for r in w["runs"]
+        if (r["layout"], r["block_size"], r["prefix_sharing"]) == (layout, b, sharing)
+    )
 
 
 def summary(data: dict) -> str:
     """The comparison with the paper, every number of ours read from the data."""
     rows = []
     for w in data["workloads"]:
-        c = pick(w, "contiguous")
-        p = pick(w, "paged", PAPER_DEFAULT_BLOCK)
+        c, p = pick(w, "contiguous"), pick(w, "paged", PAPER_DEFAULT_BLOCK)
         s = pick(w, "paged", PAPER_DEFAULT_BLOCK, True)
-        rows.append([w["name"], f"{c['token_states_of_budget']:.1%}",
-                     f"{p['token_states_of_budget']:.1%}",
-                     f"{1 - p['token_states_of_reserved']:.1%}",
-                     f"{p['mean_running'] / c['mean_running']:.1f}x",
-                     f"{s['mean_running'] / c['mean_running']:.1f}x"])
-    rows.append(["PagedAttention paper (Fig. 2)",
-                 f"{PAPER_EXISTING[0]:.1%} to {PAPER_EXISTING[1]:.1%} (Orca)",
-                 f"{PAPER_VLLM:.1%} (vLLM)", f"{1 - PAPER_VLLM:.1%} (under 4%)", "", ""])
-    header = ["", "contiguous: token states / budget",
-              f"paged b = {PAPER_DEFAULT_BLOCK}: token states / budget",
-              f"paged b = {PAPER_DEFAULT_BLOCK}: waste in reserved blocks",
-              f"requests at once, paged b = {PAPER_DEFAULT_BLOCK} / contiguous",
-              "the same, with prefix sharing"]
+        rows.append(
+            [
+                w["name"],
+                f"{c['token_states_of_budget']:.1%}",
+                f"{p['token_states_of_budget']:.1%}",
+                f"{1 - p['token_states_of_reserved']:.1%}",
+                f"{p['mean_running'] / c['mean_running']:.1f}x",
+                f"{s['mean_running'] / c['mean_running']:.1f}x",
+            ]
+        )
+    rows.append(
+        [
+            "PagedAttention paper (Fig. 2)",
+            f"{PAPER_EXISTING[0]:.1%} to {PAPER_EXISTING[1]:.1%} (Orca)",
+            f"{PAPER_VLLM:.1%} (vLLM)",
+            f"{1 - PAPER_VLLM:.1%} (under 4%)",
+            "",
+            "",
+        ]
+    )
+    b = f"paged b = {PAPER_DEFAULT_BLOCK}"
+    header = (
+        f" | contiguous: token states / budget | {b}: token states / budget | {b}: waste "
+        f"in reserved blocks | requests at once, {b} / contiguous | the same, with prefix "
+        "sharing"
+    )
     return markdown_table(header, rows)
 
 
 def figure(data: dict) -> bytes:
-    plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: the figure diffs cleanly
     fig, (ax_use, ax_run) = plt.subplots(1, 2, figsize=(10, 4))
     colours = {"verbs": "tab:blue", "long-tail": "tab:orange"}
     for w in data["workloads"]:
         colour = colours.get(w["name"], "tab:gray")
         for sharing, style in ((False, "-o"), (True, "--s")):
-            runs = [r for r in w["runs"] if r["layout"] == "paged"
-                    and r["prefix_sharing"] == sharing]
+            runs = [
+                r for r in w["runs"] if r["layout"] == "paged" and r["prefix_sharing"] == sharing
+            ]
             sizes = [r["block_size"] for r in runs]
             label = f"{w['name']}, paged" + (" + prefix sharing" if sharing else "")
-            ax_use.plot(sizes, [100 * r["token_states_of_reserved"] for r in runs], style,
-                        color=colour, label=label)
-            ax_run.plot(sizes, [r["mean_running"] for r in runs], style, color=colour,
-                        label=label)
+            used = [100 * r["token_states_of_reserved"] for r in runs]
+            ax_use.plot(sizes, used, style, color=colour, label=label)
+            ax_run.plot(sizes, [r["mean_running"] for r in runs], style, color=colour, label=label)
         c = pick(w, "contiguous")
-        ax_use.axhline(100 * c["token_states_of_reserved"], color=colour, linestyle=":",
-                       label=f"{w['name']}, contiguous")
-        ax_run.axhline(c["mean_running"], color=colour, linestyle=":",
-                       label=f"{w['name']}, contiguous")
-    ax_use.axhspan(100 * PAPER_EXISTING[0], 100 * PAPER_EXISTING[1], color="0.85", zorder=0,
-                   label="paper: existing systems (of budget)")
-    for ax, ylabel in ((ax_use, "token states / reserved KV memory (%)"),
-                       (ax_run, "requests running at once (mean, server full)")):
+        for ax, y in ((ax_use, 100 * c["token_states_of_reserved"]), (ax_run, c["mean_running"])):
+            ax.axhline(y, color=colour, linestyle=":", label=f"{w['name']}, contiguous")
+    ax_use.axhspan(
+        100 * PAPER_EXISTING[0],
+        100 * PAPER_EXISTING[1],
+        color="0.85",
+        zorder=0,
+        label="paper: existing systems (of budget)",
+    )
+    for ax, ylabel in (
+        (ax_use, "token states / reserved KV memory (%)"),
+        (ax_run, "requests running at once (mean, server full)"),
+    ):
         ax.set_xscale("log", base=2)
         ax.set_xticks(data["block_sizes"], [str(b) for b in data["block_sizes"]])
         ax.set_xlabel("block size b (token slots)")
@@ -130,37 +152,36 @@ def figure(data: dict) -> bytes:
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle("One KV budget: contiguous reservation against paging")
     fig.tight_layout(rect=(0, 0.12, 1, 1))
-
-    def draw(path: Path) -> None:
-        fig.savefig(path, format="svg", metadata={"Date": None})
-
-    svg = render_svg(draw)
-    plt.close(fig)
-    return svg
+    return svg(fig)
 
 
 def ops_table(data: dict) -> str:
     rows = []
     for caching in (False, True):
-        for r in sorted((r for r in data["results"] if r["prefix_caching"] == caching),
-                        key=lambda r: r["live"]):
-            rows.append([f"{r['live']:,}", "on" if caching else "off",
-                         f"{r['allocate_ns'] / 1e3:.2f}", f"{1e9 / r['allocate_ns']:,.0f}",
-                         f"{r['append_slot_ns'] / 1e3:.2f}", f"{1e9 / r['append_slot_ns']:,.0f}"])
-    header = ["live sequences", "prefix caching", "allocate (µs)", "allocate per s",
-              "append_slot (µs)", "append_slot per s"]
-    return markdown_table(header, rows)
+        for r in sorted(
+            (r for r in data["results"] if r["prefix_caching"] == caching), key=lambda r: r["live"]
+        ):
+            alloc, append = r["allocate_ns"], r["append_slot_ns"]
+            rows.append(
+                [
+                    f"{r['live']:,}",
+                    "on" if caching else "off",
+                    f"{alloc / 1e3:.2f}",
+                    f"{1e9 / alloc:,.0f}",
+                    f"{append / 1e3:.2f}",
+                    f"{1e9 / append:,.0f}",
+                ]
+            )
+    header = "live sequences | prefix caching | allocate (µs) | allocate per s | append_slot (µs)"
+    return markdown_table(f"{header} | append_slot per s", rows)
 
 
 def outputs() -> dict[str, str | bytes]:
-    memory = json.loads(MEMORY.read_text())
-    ops = json.loads(OPS.read_text())
-    return {"generated/paged-memory-setup.md": setup_table(memory),
-          "generated/paged-memory.md": results_table(memory),
-          "generated/paged-memory-summary.md": summary(memory),
-          "generated/block-manager-ops.md": ops_table(ops),
-          "figures/paged-memory.svg": figure(memory)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    memory = load("paged-memory.json")
+    return {
+        "generated/paged-memory-setup.md": setup_table(memory),
+        "generated/paged-memory.md": results_table(memory),
+        "generated/paged-memory-summary.md": summary(memory),
+        "generated/block-manager-ops.md": ops_table(load("block-manager-ops.json")),
+        "figures/paged-memory.svg": figure(memory),
+    }

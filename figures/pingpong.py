@@ -1,7 +1,5 @@
 """FlashAttention-3's ping-pong and intra-warpgroup overlap, as a schedule diagram (Lab 02 part 2).
 
-    python -m figures.pingpong            # write docs/figures/hopper-pingpong-schedule.svg
-    python -m figures.pingpong --check    # fail if it is stale
 
 Not a measurement: a small model of the order of events that the page's consumer follows
 (`flash-hopper-consumer`), in made-up units. Per key tile t a consumer warpgroup waits for its
@@ -13,13 +11,10 @@ rescale; the diagram asserts that the tensor cores never run two products at onc
 warpgroup's softmax of S_{t+1} overlaps its own P~_t V_t.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
+from figures.core import svg
 
 GEMM, SOFTMAX, RESCALE = 1.0, 1.6, 0.3
 TILES = 4  # key tiles per work item
@@ -71,19 +66,24 @@ def _check(events) -> None:
     tc = sorted((s, e) for row, _, s, e, _ in events if row == "tensor cores")
     assert all(a[1] <= b[0] for a, b in zip(tc, tc[1:], strict=False)), "products overlap"
     for wg in ("WG0", "WG1"):
-        pv = {lab.split()[0][2:]: (s, e) for row, k, s, e, lab in events
-              if row == "tensor cores" and k == "PV" and lab.endswith(f"({wg})")}
-        sm = {lab.split()[1][1:]: (s, e) for row, k, s, e, lab in events
-              if row == wg and k == "softmax"}
+        pv = {
+            lab.split()[0][2:]: (s, e)
+            for row, k, s, e, lab in events
+            if row == "tensor cores" and k == "PV" and lab.endswith(f"({wg})")
+        }
+        sm = {
+            lab.split()[1][1:]: (s, e)
+            for row, k, s, e, lab in events
+            if row == wg and k == "softmax"
+        }
         for t, (s, e) in pv.items():
             if str(int(t) + 1) in sm:
                 a, b = sm[str(int(t) + 1)]
                 assert a < e and s < b, f"{wg}: softmax S{int(t) + 1} does not overlap PV{t}"
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     events = schedule()
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(10, 3.2))
     rows = ["WG0", "WG1", "tensor cores"]
     y = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
@@ -93,32 +93,50 @@ def figure(path) -> None:
             continue
         ax.barh(y[row], e - s, left=s, height=0.6, color=COLORS[kind], edgecolor="white", lw=0.8)
         if label:
-            ax.text((s + e) / 2, y[row], label.replace(" (", "\n("), ha="center",
-                    va="center", fontsize=6.5, color="white" if kind != "softmax" else "black")
-    ax.set_yticks([y[r] for r in rows], ["consumer WG0", "consumer WG1", "tensor cores"],
-                  fontsize=8)
+            ax.text(
+                (s + e) / 2,
+                y[row],
+                label.replace(" (", "\n("),
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                color="white" if kind != "softmax" else "black",
+            )
+    ax.set_yticks(
+        [y[r] for r in rows], ["consumer WG0", "consumer WG1", "tensor cores"], fontsize=8
+    )
     end = max(e for *_, e, _ in events)
     ax.set(xlim=(0, end + 0.1), xlabel="time (schedule units: one product = 1; not measured)")
     ax.xaxis.label.set_fontsize(8)
     ax.tick_params(axis="x", labelsize=7)
-    ax.set_title("Schedule diagram, not a measurement: ping-pong between two consumer "
-                 "warpgroups, softmax of S_(t+1) overlapping P~_t V_t", fontsize=9)
-    handles = [Patch(facecolor=COLORS[k], label=lab) for k, lab in (
-        ("S", "S_(t+1) = Q K_(t+1)^T"), ("PV", "acc += P~_t V_t"),
-        ("softmax", "softmax of S_(t+1)"), ("rescale", "wait for P~V, rescale acc"))]
+    ax.set_title(
+        "Schedule diagram, not a measurement: ping-pong between two consumer "
+        "warpgroups, softmax of S_(t+1) overlapping P~_t V_t",
+        fontsize=9,
+    )
+    handles = [
+        Patch(facecolor=COLORS[k], label=lab)
+        for k, lab in (
+            ("S", "S_(t+1) = Q K_(t+1)^T"),
+            ("PV", "acc += P~_t V_t"),
+            ("softmax", "softmax of S_(t+1)"),
+            ("rescale", "wait for P~V, rescale acc"),
+        )
+    ]
     handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
-    ax.legend(handles=handles, fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.3),
-              frameon=False)
+    ax.legend(
+        handles=handles,
+        fontsize=7,
+        ncol=5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.3),
+        frameon=False,
+    )
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/hopper-pingpong-schedule.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/hopper-pingpong-schedule.svg": figure()}

@@ -1,7 +1,5 @@
 """The hash chain of prefix caching, drawn from the block manager's own naming (for Lab 03).
 
-    python -m figures.prefix_hash            # write docs/figures/prefix-hash-chain.svg
-    python -m figures.prefix_hash --check    # fail if it is stale
 
 Two prompts share their first SHARED tokens. Each full block is named by
 `minimodel.block_manager._name(parent, tokens)`, SHA-256 over the parent's name and the block's
@@ -11,14 +9,11 @@ is allocated, and the figure asserts that B's cache hit is exactly the leading r
 names (the same physical blocks, `num_cached_tokens` = their tokens).
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.block_manager import BlockManager, _name  # noqa: E402
+from figures.core import svg
+from minimodel.block_manager import BlockManager, _name
 
 BLOCK_SIZE = 4
 SHARED = 10  # the common prefix, not a multiple of the block size
@@ -31,8 +26,9 @@ def chain(tokens: list[int]) -> list[bytes]:
     """The names of the full blocks of `tokens`, each chained from the one before."""
     names: list[bytes] = []
     for i in range(len(tokens) // BLOCK_SIZE):
-        names.append(_name(names[-1] if names else None,
-                           tokens[i * BLOCK_SIZE:(i + 1) * BLOCK_SIZE]))
+        names.append(
+            _name(names[-1] if names else None, tokens[i * BLOCK_SIZE : (i + 1) * BLOCK_SIZE])
+        )
     return names
 
 
@@ -43,8 +39,7 @@ def scenario() -> dict:
     bm.allocate(1, PROMPT_B)
     names = {"A": chain(PROMPT_A), "B": chain(PROMPT_B)}
     common = 0
-    while (common < min(map(len, names.values()))
-           and names["A"][common] == names["B"][common]):
+    while common < min(map(len, names.values())) and names["A"][common] == names["B"][common]:
         common += 1
     tables = {"A": bm.block_table(0), "B": bm.block_table(1)}
     assert bm.num_cached_tokens(1) == common * BLOCK_SIZE, (bm.num_cached_tokens(1), common)
@@ -53,58 +48,109 @@ def scenario() -> dict:
     return {"names": names, "tables": tables, "common": common}
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     s = scenario()
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(9.6, 3.9))
     ax.set(xlim=(-0.2, 12.4), ylim=(-0.9, 5.0))
     ax.axis("off")
     w, gap = 2.3, 0.55
     for row, (key, tokens, y) in enumerate((("A", PROMPT_A, 3.2), ("B", PROMPT_B, 0.4))):
-        ax.text(-0.1, y + 0.55, f"prompt {key}\n{len(tokens)} tokens", ha="left", va="center",
-                fontsize=8)
+        ax.text(
+            -0.1,
+            y + 0.55,
+            f"prompt {key}\n{len(tokens)} tokens",
+            ha="left",
+            va="center",
+            fontsize=8,
+        )
         names, table = s["names"][key], s["tables"][key]
         for i in range((len(tokens) + BLOCK_SIZE - 1) // BLOCK_SIZE):
-            block = tokens[i * BLOCK_SIZE:(i + 1) * BLOCK_SIZE]
+            block = tokens[i * BLOCK_SIZE : (i + 1) * BLOCK_SIZE]
             full = len(block) == BLOCK_SIZE
             kind = "partial" if not full else "hit" if i < s["common"] else "miss"
             x = 1.4 + i * (w + gap)
-            ax.add_patch(Rectangle((x, y), w, 1.1, facecolor=COLORS[kind], edgecolor="black",
-                                   lw=0.6))
-            ax.text(x + w / 2, y + 0.82, " ".join(map(str, block)), ha="center", va="center",
-                    fontsize=8, family="monospace")
-            label = (f"name {names[i].hex()[:8]}..." if full else "partial: no name")
-            ax.text(x + w / 2, y + 0.5, label, ha="center", va="center", fontsize=7.5,
-                    family="monospace")
-            ax.text(x + w / 2, y + 0.2, f"physical block {table[i]}", ha="center", va="center",
-                    fontsize=7)
+            ax.add_patch(
+                Rectangle((x, y), w, 1.1, facecolor=COLORS[kind], edgecolor="black", lw=0.6)
+            )
+            ax.text(
+                x + w / 2,
+                y + 0.82,
+                " ".join(map(str, block)),
+                ha="center",
+                va="center",
+                fontsize=8,
+                family="monospace",
+            )
+            label = f"name {names[i].hex()[:8]}..." if full else "partial: no name"
+            ax.text(
+                x + w / 2,
+                y + 0.5,
+                label,
+                ha="center",
+                va="center",
+                fontsize=7.5,
+                family="monospace",
+            )
+            ax.text(
+                x + w / 2,
+                y + 0.2,
+                f"physical block {table[i]}",
+                ha="center",
+                va="center",
+                fontsize=7,
+            )
             if full and i > 0:  # the parent's name is hashed into this one
-                ax.add_patch(FancyArrowPatch((x - gap, y + 0.5), (x, y + 0.5), arrowstyle="-|>",
-                                             mutation_scale=8, lw=0.8))
+                ax.add_patch(
+                    FancyArrowPatch(
+                        (x - gap, y + 0.5), (x, y + 0.5), arrowstyle="-|>", mutation_scale=8, lw=0.8
+                    )
+                )
             if row == 0 and i < s["common"]:
-                ax.annotate("", xy=(x + w / 2, 1.5), xytext=(x + w / 2, y),
-                            arrowprops={"arrowstyle": "<->", "lw": 0.8, "ls": "--"})
-                ax.text(x + w / 2 + 0.08, 2.35, "same name,\nsame block", ha="left",
-                        va="center", fontsize=7)
+                ax.annotate(
+                    "",
+                    xy=(x + w / 2, 1.5),
+                    xytext=(x + w / 2, y),
+                    arrowprops={"arrowstyle": "<->", "lw": 0.8, "ls": "--"},
+                )
+                ax.text(
+                    x + w / 2 + 0.08,
+                    2.35,
+                    "same name,\nsame block",
+                    ha="left",
+                    va="center",
+                    fontsize=7,
+                )
     x_div = 1.4 + (SHARED // BLOCK_SIZE) * (w + gap) + (SHARED % BLOCK_SIZE) / BLOCK_SIZE * w
     ax.plot([x_div, x_div], [1.55, 3.15], color="#bc4b51", lw=1.2, ls=":")
     ax.plot([x_div, x_div], [4.35, 4.5], color="#bc4b51", lw=1.2)
-    ax.text(x_div, 4.6, f"prompts differ from token {SHARED} on", ha="center", fontsize=8,
-            color="#bc4b51")
-    ax.text(6.1, -0.45, "name_n = SHA-256(name_(n-1), token ids of block n), "
-            f"minimodel.block_manager._name; blocks of {BLOCK_SIZE} tokens.", ha="center",
-            fontsize=7.5)
-    ax.text(6.1, -0.8, f"Green: the blocks B finds in the cache ({s['common'] * BLOCK_SIZE} "
-            "tokens), shared with A; orange: full blocks whose names differ, each computed by "
-            "its own prompt; grey: partial blocks, never named.", ha="center", fontsize=7.5)
+    ax.text(
+        x_div,
+        4.6,
+        f"prompts differ from token {SHARED} on",
+        ha="center",
+        fontsize=8,
+        color="#bc4b51",
+    )
+    ax.text(
+        6.1,
+        -0.45,
+        "name_n = SHA-256(name_(n-1), token ids of block n), "
+        f"minimodel.block_manager._name; blocks of {BLOCK_SIZE} tokens.",
+        ha="center",
+        fontsize=7.5,
+    )
+    ax.text(
+        6.1,
+        -0.8,
+        f"Green: the blocks B finds in the cache ({s['common'] * BLOCK_SIZE} "
+        "tokens), shared with A; orange: full blocks whose names differ, each computed by "
+        "its own prompt; grey: partial blocks, never named.",
+        ha="center",
+        fontsize=7.5,
+    )
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/prefix-hash-chain.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/prefix-hash-chain.svg": figure()}

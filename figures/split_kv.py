@@ -1,7 +1,5 @@
 """Split-KV decoding: a context cut into splits, their partials and the merge (for Lab 03 part 2).
 
-    python -m figures.split_kv            # write docs/figures/split-kv-merge.svg
-    python -m figures.split_kv --check    # fail if it is stale
 
 The shape is named below (one sequence, 32 query heads over 8 kv heads, d = 128, fp16, a context
 of CONTEXT keys, on the H200's 132 SMs). The number of splits is
@@ -12,18 +10,15 @@ one decode program does (O_u, lse_u over its split), and merged with the formula
 figure asserts that the merge equals the unsplit softmax.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+import torch
+import triton
+from matplotlib.patches import FancyArrowPatch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-import triton  # noqa: E402
-from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
-
-from figures.core import emit, render_svg  # noqa: E402
-from minimodel.ceilings import HARDWARE  # noqa: E402
-from minimodel.kernels import INTERPRET  # noqa: E402
-from minimodel.paged_attention import choose_num_splits, decode_config  # noqa: E402
+from figures.core import svg
+from minimodel.ceilings import HARDWARE
+from minimodel.kernels import INTERPRET
+from minimodel.paged_attention import choose_num_splits, decode_config
 
 BATCH, HQ, HKV, D, ELEM_BYTES, CONTEXT = 1, 32, 8, 128, 2, 1000
 GPU = "H200"
@@ -49,8 +44,9 @@ def partials(ranges: list[tuple[int, int]]) -> dict:
     k = torch.randn(CONTEXT, D, generator=g, dtype=torch.float64)
     v = torch.randn(CONTEXT, D, generator=g, dtype=torch.float64)
     s = k @ q / D**0.5
-    parts = [(torch.softmax(s[a:b], 0) @ v[a:b], torch.logsumexp(s[a:b], 0).item())
-             for a, b in ranges]
+    parts = [
+        (torch.softmax(s[a:b], 0) @ v[a:b], torch.logsumexp(s[a:b], 0).item()) for a, b in ranges
+    ]
     lse_u = torch.tensor([lse for _, lse in parts], dtype=torch.float64)
     m = lse_u.max()
     w = torch.exp(lse_u - m)
@@ -61,10 +57,9 @@ def partials(ranges: list[tuple[int, int]]) -> dict:
     return {"parts": parts, "weights": (w / w.sum()).tolist(), "o": o, "lse": lse}
 
 
-def figure(path) -> None:
+def figure() -> bytes:
     block_n, n, split_len, ranges = splits()
     p = partials(ranges)
-    plt.rcParams["svg.hashsalt"] = "minimodel"
     fig, ax = plt.subplots(figsize=(9.6, 4.6))
     ax.set(xlim=(-60, CONTEXT + 20), ylim=(-0.5, 6.3))
     ax.axis("off")
@@ -74,53 +69,102 @@ def figure(path) -> None:
     def strip(x0: float, width: float, y: float, o: torch.Tensor) -> None:
         cell = width / SHOWN_DIMS
         for j in range(SHOWN_DIMS):
-            ax.add_patch(Rectangle((x0 + j * cell, y), cell, 0.35, lw=0,
-                                   facecolor=cmap(0.5 + 0.5 * float(o[j]) / lim)))
+            ax.add_patch(
+                Rectangle(
+                    (x0 + j * cell, y),
+                    cell,
+                    0.35,
+                    lw=0,
+                    facecolor=cmap(0.5 + 0.5 * float(o[j]) / lim),
+                )
+            )
         ax.add_patch(Rectangle((x0, y), width, 0.35, fill=False, lw=0.6))
 
     # The context, its tiles and its splits.
     ax.text(-55, 5.55, "context\n(keys)", ha="left", va="center", fontsize=8)
     for u, (a, b) in enumerate(ranges):
-        ax.add_patch(Rectangle((a, 5.3), b - a, 0.5, facecolor=COLORS[u % len(COLORS)],
-                               edgecolor="black", lw=0.6))
-        ax.text((a + b) / 2, 5.55, f"split {u}: keys {a}-{b - 1}", ha="center", va="center",
-                fontsize=7.5, color="white")
+        ax.add_patch(
+            Rectangle(
+                (a, 5.3), b - a, 0.5, facecolor=COLORS[u % len(COLORS)], edgecolor="black", lw=0.6
+            )
+        )
+        ax.text(
+            (a + b) / 2,
+            5.55,
+            f"split {u}: keys {a}-{b - 1}",
+            ha="center",
+            va="center",
+            fontsize=7.5,
+            color="white",
+        )
         for t in range(a + block_n, b, block_n):
             ax.plot([t, t], [5.3, 5.42], color="white", lw=0.8)
         ax.text((a + b) / 2, 6.0, f"program (b, h_kv, {u})", ha="center", fontsize=7)
     # Each split's partial.
     for u, ((a, b), (o_u, lse_u)) in enumerate(zip(ranges, p["parts"], strict=True)):
         x0, width = a + 10, min(split_len, b - a) - 20
-        ax.add_patch(FancyArrowPatch(((a + b) / 2, 5.3), ((a + b) / 2, 4.2), arrowstyle="-|>",
-                                     mutation_scale=8, lw=0.8))
+        ax.add_patch(
+            FancyArrowPatch(
+                ((a + b) / 2, 5.3), ((a + b) / 2, 4.2), arrowstyle="-|>", mutation_scale=8, lw=0.8
+            )
+        )
         strip(x0, width, 3.75, o_u)
         ax.text(x0, 3.55, f"O_{u}   lse_{u} = {lse_u:.3f}", ha="left", va="top", fontsize=8)
-        ax.text(x0, 3.15, f"weight e^(lse_{u} - lse) = {p['weights'][u]:.3f}", ha="left",
-                va="top", fontsize=7.5)
-        ax.add_patch(FancyArrowPatch(((a + b) / 2, 2.6), (CONTEXT / 2, 1.55), arrowstyle="-|>",
-                                     mutation_scale=8, lw=0.8, color="#555555"))
+        ax.text(
+            x0,
+            3.15,
+            f"weight e^(lse_{u} - lse) = {p['weights'][u]:.3f}",
+            ha="left",
+            va="top",
+            fontsize=7.5,
+        )
+        ax.add_patch(
+            FancyArrowPatch(
+                ((a + b) / 2, 2.6),
+                (CONTEXT / 2, 1.55),
+                arrowstyle="-|>",
+                mutation_scale=8,
+                lw=0.8,
+                color="#555555",
+            )
+        )
     ax.text(-55, 3.92, "partials\n(float32\nworkspace)", ha="left", va="center", fontsize=7.5)
     strip(CONTEXT / 2 - 150, 300, 1.1, p["o"])
-    ax.text(CONTEXT / 2, 0.85, f"merged: O = sum_u e^(lse_u - lse) O_u,   lse = log sum_u "
-            f"e^(lse_u) = {p['lse']:.3f}", ha="center", va="top", fontsize=8)
-    ax.text(CONTEXT / 2, 0.35, "equal to the unsplit softmax to 1e-12 (float64)",
-            ha="center", va="top", fontsize=7.5)
-    ax.text(-55, 1.28, "_merge_splits", ha="left", va="center", fontsize=7.5,
-            family="monospace")
-    ax.set_title(f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the "
-                 f"{GPU} ({HARDWARE[GPU].sm_count} SMs): choose_num_splits = {n}, "
-                 f"BLOCK_N = {block_n}, split length {split_len}", fontsize=9)
-    fig.text(0.5, 0.01, f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's "
-             "output (seeded random keys and values), blue negative, red positive; white ticks "
-             "mark the key tiles.", ha="center", fontsize=7)
+    ax.text(
+        CONTEXT / 2,
+        0.85,
+        f"merged: O = sum_u e^(lse_u - lse) O_u,   lse = log sum_u e^(lse_u) = {p['lse']:.3f}",
+        ha="center",
+        va="top",
+        fontsize=8,
+    )
+    ax.text(
+        CONTEXT / 2,
+        0.35,
+        "equal to the unsplit softmax to 1e-12 (float64)",
+        ha="center",
+        va="top",
+        fontsize=7.5,
+    )
+    ax.text(-55, 1.28, "_merge_splits", ha="left", va="center", fontsize=7.5, family="monospace")
+    ax.set_title(
+        f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the "
+        f"{GPU} ({HARDWARE[GPU].sm_count} SMs): choose_num_splits = {n}, "
+        f"BLOCK_N = {block_n}, split length {split_len}",
+        fontsize=9,
+    )
+    fig.text(
+        0.5,
+        0.01,
+        f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's "
+        "output (seeded random keys and values), blue negative, red positive; white ticks "
+        "mark the key tiles.",
+        ha="center",
+        fontsize=7,
+    )
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def outputs() -> dict[str, str | bytes]:
-    return {"figures/split-kv-merge.svg": render_svg(figure)}
-
-
-if __name__ == "__main__":
-    emit(outputs())
+    return {"figures/split-kv-merge.svg": figure()}

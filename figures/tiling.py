@@ -1,7 +1,5 @@
 """The Flash kernel's three loop runs over the grid of query tiles x key tiles (for Lab 02).
 
-    python -m figures.tiling            # write docs/figures/flash-tiling-*.svg and the table
-    python -m figures.tiling --check    # fail if they are stale
 
 For each query tile, Lab 02's `_attn_fwd` computes a key range [lo, hi) and inside it an interior
 [full_lo, full_hi), then runs three loops: a masked run at the window's edge [lo, full_lo), an
@@ -14,27 +12,27 @@ is loaded, every tile of the unmasked run is visible in full, and the loaded row
 the byte model counts.
 """
 
-import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import Patch, Rectangle
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-
-from figures.core import emit, markdown_table, render_svg  # noqa: E402
+from figures.core import markdown_table, svg
 
 # The worked example: a ragged shape, bottom-right aligned (N_k >= N_q), tiles of the kernel's
 # d = 64 class, a window wider than a key tile and not a multiple of it.
 NQ, NK, BLOCK_M, BLOCK_N, WINDOW = 250, 350, 64, 32, 100
 RUNS = ("edge", "interior", "diagonal", "skipped")
 COLORS = {"edge": "#f4a259", "interior": "#5b8e7d", "diagonal": "#bc4b51", "skipped": "#eeeeee"}
-LEGEND = {"edge": "masked: the window's edge [lo, full_lo)",
-          "interior": "no mask: the interior [full_lo, full_hi)",
-          "diagonal": "masked: the diagonal and ragged end [full_hi, hi)",
-          "skipped": "skipped: never loaded"}
+LEGEND = {
+    "edge": "masked: the window's edge [lo, full_lo)",
+    "interior": "no mask: the interior [full_lo, full_hi)",
+    "diagonal": "masked: the diagonal and ragged end [full_hi, hi)",
+    "skipped": "skipped: never loaded",
+}
 
 
-def tile_bounds(i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: bool,
-                window: int | None) -> tuple[int, int, int, int]:
+def tile_bounds(
+    i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: bool, window: int | None
+) -> tuple[int, int, int, int]:
     """(lo, full_lo, full_hi, hi) of the query tile whose first row is i0, as `_attn_fwd` computes
     them (Lab 02, flash-fwd-kernel); integer division of non-negative values, as in the kernel."""
     lo, full_lo, hi, full_hi = 0, 0, nk, nk // block_n * block_n
@@ -64,8 +62,9 @@ def loop_runs(bounds: tuple[int, int, int, int], block_n: int) -> dict[int, str]
     return visited
 
 
-def tile_grid(nq: int, nk: int, block_m: int, block_n: int, causal: bool,
-              window: int | None) -> list[tuple[int, tuple[int, int, int, int], list[str]]]:
+def tile_grid(
+    nq: int, nk: int, block_m: int, block_n: int, causal: bool, window: int | None
+) -> list[tuple[int, tuple[int, int, int, int], list[str]]]:
     """[(i0, bounds, run of every key tile)] for every query tile."""
     grid = []
     for i0 in range(0, nq, block_m):
@@ -75,14 +74,14 @@ def tile_grid(nq: int, nk: int, block_m: int, block_n: int, causal: bool,
     return grid
 
 
-def figure(causal: bool, window: int | None, path) -> None:
-    plt.rcParams["svg.hashsalt"] = "minimodel"
+def figure(causal: bool, window: int | None) -> bytes:
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     for i0, _, runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal, window):
         for n0, run in zip(range(0, NK, BLOCK_N), runs, strict=True):
             w, h = min(BLOCK_N, NK - n0), min(BLOCK_M, NQ - i0)
-            ax.add_patch(Rectangle((n0, i0), w, h, facecolor=COLORS[run], edgecolor="white",
-                                   lw=1.5))
+            ax.add_patch(
+                Rectangle((n0, i0), w, h, facecolor=COLORS[run], edgecolor="white", lw=1.5)
+            )
     # The visible pairs: key j is visible to query i iff i + shift - W < j <= i + shift.
     shift = NK - NQ
     rows = [0, NQ]
@@ -92,46 +91,71 @@ def figure(causal: bool, window: int | None, path) -> None:
     ax.plot(right, rows, color="black", lw=1)
     if window:
         ax.plot(left, rows, color="black", lw=1, ls="--")
-    ax.set(xlim=(0, NK), ylim=(NQ, 0), xlabel="key position j", ylabel="query row i",
-           xticks=range(0, NK + 1, BLOCK_N), yticks=[*range(0, NQ, BLOCK_M), NQ])
+    ax.set(
+        xlim=(0, NK),
+        ylim=(NQ, 0),
+        xlabel="key position j",
+        ylabel="query row i",
+        xticks=range(0, NK + 1, BLOCK_N),
+        yticks=[*range(0, NQ, BLOCK_M), NQ],
+    )
     ax.tick_params(labelsize=7)
     ax.set_aspect("equal")
     mask = f"causal, window $W$ = {window}" if window else "causal"
-    ax.set_title(f"{mask}: $N_q$ = {NQ}, $N_k$ = {NK}, BLOCK_M = {BLOCK_M}, "
-                 f"BLOCK_N = {BLOCK_N}", fontsize=10)
-    handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS
-               if window or r != "edge"]
+    ax.set_title(
+        f"{mask}: $N_q$ = {NQ}, $N_k$ = {NK}, BLOCK_M = {BLOCK_M}, BLOCK_N = {BLOCK_N}", fontsize=10
+    )
+    handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS if window or r != "edge"]
     handles.append(Patch(facecolor="black", alpha=0.16, label="visible pairs (reference mask)"))
-    ax.legend(handles=handles, fontsize=7.5, loc="upper center", bbox_to_anchor=(0.5, -0.14),
-              ncol=2, frameon=False)
+    ax.legend(
+        handles=handles,
+        fontsize=7.5,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.14),
+        ncol=2,
+        frameon=False,
+    )
     fig.tight_layout()
-    fig.savefig(path, metadata={"Date": None})
-    plt.close(fig)
+    return svg(fig)
 
 
 def example_table() -> str:
     rows = []
     for causal, window in ((True, None), (True, WINDOW)):
-        for i0, (lo, full_lo, full_hi, hi), runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal,
-                                                              window):
+        for i0, (lo, full_lo, full_hi, hi), runs in tile_grid(
+            NQ, NK, BLOCK_M, BLOCK_N, causal, window
+        ):
             last = min(i0 + BLOCK_M, NQ) - 1
             shift = NK - NQ
             counts = " / ".join(str(runs.count(r)) for r in RUNS)
-            rows.append([f"W = {window}" if window else "causal", f"{i0}-{last}",
-                         f"{i0 + shift}-{i0 + BLOCK_M - 1 + shift}", lo, full_lo, full_hi, hi,
-                         counts])
-    header = ["mask", "query rows", "positions", "`lo`", "`full_lo`", "`full_hi`", "`hi`",
-              "key tiles: edge / interior / diagonal / skipped"]
+            rows.append(
+                [
+                    f"W = {window}" if window else "causal",
+                    f"{i0}-{last}",
+                    f"{i0 + shift}-{i0 + BLOCK_M - 1 + shift}",
+                    lo,
+                    full_lo,
+                    full_hi,
+                    hi,
+                    counts,
+                ]
+            )
+    header = [
+        "mask",
+        "query rows",
+        "positions",
+        "`lo`",
+        "`full_lo`",
+        "`full_hi`",
+        "`hi`",
+        "key tiles: edge / interior / diagonal / skipped",
+    ]
     return markdown_table(header, rows)
 
 
 def outputs() -> dict[str, str | bytes]:
     return {
-        "figures/flash-tiling-causal.svg": render_svg(lambda p: figure(True, None, p)),
-        "figures/flash-tiling-window.svg": render_svg(lambda p: figure(True, WINDOW, p)),
+        "figures/flash-tiling-causal.svg": figure(True, None),
+        "figures/flash-tiling-window.svg": figure(True, WINDOW),
         "generated/flash-tiling-example.md": example_table(),
     }
-
-
-if __name__ == "__main__":
-    emit(outputs())

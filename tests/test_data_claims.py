@@ -14,7 +14,7 @@ import pytest
 
 from figures import bytes as fb
 from figures import overlay as fo
-from figures.core import h200_measured
+from figures.core import h200_measured, load
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,7 +42,7 @@ LAB01 = "lab/01-flash-bytes.md"
 
 @cache
 def bytes_data() -> dict:
-    return json.loads(fb.DATA.read_text())
+    return load("bytes-h200.json")
 
 
 def bytes_rows() -> list[dict]:
@@ -195,7 +195,7 @@ def included(anchor: int) -> str:
 
 @cache
 def overlay(anchor: int) -> dict:
-    pts, missing = fo.points(json.loads(fo.DATA.read_text()), anchor)
+    pts, missing = fo.points(load("roofline-overlay-h200.json"), anchor)
     assert not missing
     at = {(p["case"].impl, p["case"].heads): p for p in pts}
     at["pts"] = pts
@@ -523,9 +523,9 @@ def test_paged_decode_environment_stated():
 
 
 def test_paged_tile_sweep_prefill_lab02_rate_stated():
-    from figures.paged_decode import SWEEP
+    from figures.core import load
 
-    recs = json.loads(SWEEP.read_text())["records"]
+    recs = load("paged-tile-sweep-h200.json")["records"]
     lab02 = next(r["tflops"] for r in recs if r["impl"] == "flash_attention")
     stated(
         LAB03B,
@@ -669,11 +669,18 @@ def test_bench_exp_roof_inputs_stated(rel):
         stated(rel, f"matmul rate, {h200_measured().peak_flops / 1e12:.0f} TFLOP/s")
 
 
-def noise_counts(impl: str) -> tuple[int, int, int]:
-    """(points where both ran, cuDNN faster beyond the noise floor, impl faster beyond it)."""
+def median_spread() -> float:
+    """The median relative difference between a measurement's two timing rounds."""
     from figures import bench as fbench
 
-    noise = fbench.median_spread(bench()[0])
+    spread = fbench.spreads(bench()[0])
+    return spread[len(spread) // 2]
+
+
+def noise_counts(impl: str) -> tuple[int, int, int]:
+    """(points where both ran, cuDNN faster beyond the noise floor, impl faster beyond it)."""
+
+    noise = median_spread()
     both = behind = ahead = 0
     for key in grid_points():
         ours, cudnn = bench_rate(key, impl), bench_rate(key, "sdpa_cudnn")
@@ -685,13 +692,12 @@ def noise_counts(impl: str) -> tuple[int, int, int]:
 
 
 def test_bench_cudnn_ahead_of_teaching_kernel():
-    from figures import bench as fbench
 
     both, behind, _ = noise_counts("minimodel")
     stated(
         RESULTS,
         f"cuDNN is faster than minimodel at {behind} of the {both} points of the grid by more "
-        f"than the noise floor ({fbench.median_spread(bench()[0]):.1%}, the median spread "
+        f"than the noise floor ({median_spread():.1%}, the median spread "
         "between rounds); the others are ties within it.",
     )
 
@@ -727,9 +733,8 @@ def flash_sweep() -> list[tuple[tuple, dict, tuple, float]]:
 def test_flash_sweep_winners_between_fa2_and_cudnn():
     """Every winner beats SDPA's FlashAttention-2, trails cuDNN, and reaches between half and
     two thirds of the measured matmul rate."""
-    from figures import flash as ff
 
-    peak = ff.measured_ceilings()["peak_flops"]
+    peak = h200_measured().peak_flops
     for key, impls, _, best in flash_sweep():
         assert impls["sdpa_flash"]["tflops"] < best < impls["sdpa_cudnn"]["tflops"], key
         assert 0.45 < best * 1e12 / peak < 2 / 3, key
@@ -740,7 +745,7 @@ def test_flash_sweep_bm64_winners_need_l2_reuse():
     no tile were reused: the re-reads of K and V came from the L2."""
     from figures import flash as ff
 
-    bandwidth = ff.measured_ceilings()["bandwidth"]
+    bandwidth = h200_measured().bandwidth
     for key, impls, c, _ in flash_sweep():
         if c[0] == 64:
             assert ff.no_reuse_rate(key, c, impls["minimodel"][c]["ms"]) > bandwidth, key

@@ -62,9 +62,9 @@ def test_varlen_bytes_by_hand():
         (lambda: varlen_attention_flops(2, 8, [(1, 4)], window=2), r"window=2 needs causal"),
         (lambda: varlen_attention_min_bytes(3, 2, 8, [(1, 4)]), r"Hq=3 .* Hkv=2"),
         (lambda: varlen_attention_min_bytes(2, 1, 8, [(1, 4)], kv_elem_bytes=0),
-         r"kv_elem_bytes must be a positive int, got 0"),
+         r"kv_elem_bytes must be an int >= 1, got 0"),
         (lambda: varlen_attention_min_bytes(2, 1, 8, [(1, 4)], kv_scale_bytes=-4),
-         r"kv_scale_bytes must be a non-negative int, got -4"),
+         r"kv_scale_bytes must be an int >= 0, got -4"),
     ],
 )
 def test_varlen_bad_input_raises(call, match):

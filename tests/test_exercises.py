@@ -136,8 +136,9 @@ def test_a_solution_with_a_known_bug_fails(lab, tmp_path):
 # Lab 04's solution in other words: every message reworded (still naming what the task says it
 # names), the divisors listed smallest first. The lab's tests must accept it.
 REWORDED_04 = [
-    ('f"n_kv_heads must be a positive int, got {n_kv_heads!r}"',
-     'f"bad n_kv_heads {n_kv_heads!r}: want a whole number of at least one"'),
+    ('check_int("n_kv_heads", n_kv_heads, 1)',
+     'if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1:\n'
+     '        raise ValueError(f"bad n_kv_heads {n_kv_heads!r}: want a count >= 1")'),
     ("range(h, 0, -1)", "range(1, h + 1)"),
     ('f"n_kv_heads={n_kv_heads} does not divide n_heads={h}: each kv head must serve a "',
      'f"{h} query heads do not split into {n_kv_heads} equal groups; "'),
@@ -191,7 +192,9 @@ REWORDED_00 = [
     ('f"need m_new >= m_old (a running maximum only grows), got m_old={m_old}, m_new={m_new}"',
      'f"the maximum went from {m_old} to {m_new}"'),
     ('f"SoftmaxState.l must be finite and >= 0, got {self.l}"', 'f"bad l: {self.l}"'),
-    ('f"chunk must be an int >= 1, got {chunk!r}"', 'f"bad chunk {chunk!r}"'),
+    ('check_int("chunk", chunk, 1)',
+     'if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:\n'
+     '        raise ValueError(f"bad chunk {chunk!r}")'),
     ('f"scale must be finite and positive, got {scale}"', 'f"bad scale {scale}"'),
     ('f"keys[{j}] has length {len(k)}, but q has length {d}"',
      'f"len(keys[{j}]) = {len(k)} != len(q) = {d}"'),

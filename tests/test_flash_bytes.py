@@ -129,14 +129,14 @@ def test_gqa_changes_the_floor_not_the_no_reuse_count(causal):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"block_m": 0}, r"block_m must be a positive int, got 0"),
-        ({"block_m": True}, r"block_m must be a positive int, got True"),
-        ({"block_m": 64, "block_n": 0, "causal": True}, r"block_n must be a positive int, got 0"),
+        ({"block_m": 0}, r"block_m must be an int >= 1, got 0"),
+        ({"block_m": True}, r"block_m must be an int >= 1, got True"),
+        ({"block_m": 64, "block_n": 0, "causal": True}, r"block_n must be an int >= 1, got 0"),
         ({"block_m": 64, "causal": True}, r"causal=True needs block_n"),
         ({"block_m": 64, "window": 4}, r"window=4 needs causal=True"),
         ({"block_m": 64, "block_n": 64, "causal": True, "window": 0}, r"window must be >= 1"),
         ({"block_m": 64, "lse": 1}, r"lse must be a bool, got 1"),
-        ({"block_m": 64, "elem_bytes": 0}, r"elem_bytes must be a positive int"),
+        ({"block_m": 64, "elem_bytes": 0}, r"elem_bytes must be an int >= 1"),
     ],
 )
 def test_bad_input_raises(kwargs, match):
@@ -147,8 +147,8 @@ def test_bad_input_raises(kwargs, match):
 @pytest.mark.parametrize(
     ("args", "match"),
     [((1, 3, 2, 16, 16, 64), r"Hq=3 must be a multiple of kv heads Hkv=2"),
-     ((1, 4, 2, 0, 16, 64), r"nq must be a positive int, got 0"),
-     ((1, 4, 2, 16, 16, 64.0), r"d must be a positive int, got 64.0")],
+     ((1, 4, 2, 0, 16, 64), r"nq must be an int >= 1, got 0"),
+     ((1, 4, 2, 16, 16, 64.0), r"d must be an int >= 1, got 64.0")],
 )
 def test_bad_shape_raises(args, match):
     with pytest.raises(ValueError, match=match):

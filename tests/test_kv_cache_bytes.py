@@ -64,11 +64,11 @@ def test_mla_decode_bytes_on_the_compulsory_basis():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: kv_cache_bytes(1, 0, 8, 4), r"n_kv_heads must be a positive int, got 0"),
-        (lambda: kv_cache_bytes(1, 1, 8, -1), r"tokens must be a non-negative int, got -1"),
-        (lambda: mla_cache_bytes(1, 512, -64, 4), r"rope_dim must be a non-negative int"),
-        (lambda: mla_decode_flops(1, 128, 0, 512, 64), r"nk must be a positive int, got 0"),
-        (lambda: mla_decode_bytes(1, 0, 8, 512, 64), r"n_heads must be a positive int, got 0"),
+        (lambda: kv_cache_bytes(1, 0, 8, 4), r"n_kv_heads must be an int >= 1, got 0"),
+        (lambda: kv_cache_bytes(1, 1, 8, -1), r"tokens must be an int >= 0, got -1"),
+        (lambda: mla_cache_bytes(1, 512, -64, 4), r"rope_dim must be an int >= 0"),
+        (lambda: mla_decode_flops(1, 128, 0, 512, 64), r"nk must be an int >= 1, got 0"),
+        (lambda: mla_decode_bytes(1, 0, 8, 512, 64), r"n_heads must be an int >= 1, got 0"),
         (lambda: mla_decode_bytes(1, 8, 8, 512, 64, elem_bytes=0), r"elem_bytes must be"),
     ],
 )

@@ -61,9 +61,9 @@ def test_decoder_layer_costs_ratio():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: visible_pairs(0, 4), r"nq must be a positive int, got 0"),
+        (lambda: visible_pairs(0, 4), r"nq must be an int >= 1, got 0"),
         (lambda: visible_pairs(4, 4, window=2), r"window=2 needs causal=True"),
-        (lambda: attention_flops(1, 1, 4, 4, 0), r"d must be a positive int, got 0"),
+        (lambda: attention_flops(1, 1, 4, 4, 0), r"d must be an int >= 1, got 0"),
         (lambda: naive_attention_bytes(1, 2, 1, 4, 4, 8, elem_bytes=0), r"elem_bytes must be"),
         (lambda: arithmetic_intensity(1.0, 0), r"nbytes > 0"),
         (lambda: decoder_layer_costs(100, 3, 1, 10), r"n_heads \| d_model"),

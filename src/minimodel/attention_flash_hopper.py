@@ -19,6 +19,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
+from triton.language.core import _aggregate as aggregate
+from triton.language.core import base_value
+from triton.runtime.jit import constexpr_function
 
 from minimodel.kernels import (
     INTERPRET,
@@ -72,62 +75,104 @@ def _phase(count, STAGES: gl.constexpr):
 
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-work-item>>[init]
 @gluon.jit
-def _work_item(item, n_m, n_q, n_k, n_heads, group, window,
-               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-               CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+def _work_item(sh, item):
     """Work item `item`: its batch, head and kv head, first query row i0, key range [lo, hi) in
     n_tiles key tiles, and the interior [full_lo, full_hi) where no pair is masked."""
-    off_bh = item // n_m  # consecutive items: the query tiles of one head (K, V stay in L2)
-    j = item % n_m
-    if CAUSAL:  # zigzag: items 2p and 2p + 1 hold n_m + 1 key tiles together (n_m even)
-        start_m = gl.where(j % 2 == 0, n_m - 1 - j // 2, j // 2)
+    BLOCK_N: gl.constexpr = sh.BLOCK_N
+    off_bh = item // sh.n_m  # consecutive items: the query tiles of one head (K, V stay in L2)
+    j = item % sh.n_m
+    if sh.CAUSAL:  # zigzag: items 2p and 2p + 1 hold n_m + 1 key tiles together (n_m even)
+        start_m = gl.where(j % 2 == 0, sh.n_m - 1 - j // 2, j // 2)
     else:
-        start_m = n_m - 1 - j
-    off_b = off_bh // n_heads
-    off_h = off_bh % n_heads
-    off_hkv = off_h // group  # GQA: query head h reads kv head h // (Hq / Hkv)
-    i0 = start_m * BLOCK_M
+        start_m = sh.n_m - 1 - j
+    off_b = off_bh // sh.n_heads
+    off_h = off_bh % sh.n_heads
+    off_hkv = off_h // sh.group  # GQA: query head h reads kv head h // (Hq / Hkv)
+    i0 = start_m * sh.BLOCK_M
     # The same bounds as part 1's kernel (kernels.key_range), for the whole 128-row tile.
-    _, lo, full_lo, full_hi, hi = _key_range(i0, n_q, n_k, window, BLOCK_M, BLOCK_N, CAUSAL,
-                                             WINDOWED)
+    _, lo, full_lo, full_hi, hi = _key_range(i0, sh.n_q, sh.n_k, sh.window, sh.BLOCK_M, BLOCK_N,
+                                             sh.CAUSAL, sh.WINDOWED)
     n_tiles = gl.maximum(hi - lo + BLOCK_N - 1, 0) // BLOCK_N
     return off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-shared>>[init]
+@aggregate
+class Shared:
+    """What every partition of one program takes: the descriptors of Q, K, V and O and the lse
+    pointer; the shared buffers and their barriers; the problem's sizes; the constants."""
+
+    desc_q: tma.tensor_descriptor
+    desc_k: tma.tensor_descriptor
+    desc_v: tma.tensor_descriptor
+    desc_o: tma.tensor_descriptor
+    lse_ptr: gl.tensor
+    q_smem: gl.shared_memory_descriptor  # Q's two 64-row halves
+    k_smem: gl.shared_memory_descriptor  # the K ring: STAGES slots
+    v_smem: gl.shared_memory_descriptor  # the V ring
+    o_smem: gl.shared_memory_descriptor  # O's two halves, one per consumer
+    q_ready: gl.shared_memory_descriptor  # the barriers: one for Q ...
+    q_empty: gl.shared_memory_descriptor
+    k_ready: gl.shared_memory_descriptor  # ... one per slot of each ring ...
+    k_empty: gl.shared_memory_descriptor
+    v_ready: gl.shared_memory_descriptor
+    v_empty: gl.shared_memory_descriptor
+    turn: gl.shared_memory_descriptor  # ... and the ping-pong's two turns
+    qk_scale: gl.tensor
+    n_q: gl.tensor
+    n_k: gl.tensor
+    n_heads: gl.tensor
+    group: gl.tensor
+    window: gl.tensor
+    n_m: gl.tensor
+    n_items: gl.tensor
+    stride_lse_b: gl.tensor
+    stride_lse_h: gl.tensor
+    BLOCK_M: gl.constexpr
+    BLOCK_N: gl.constexpr
+    HEAD_DIM: gl.constexpr
+    STAGES: gl.constexpr
+    CAUSAL: gl.constexpr
+    WINDOWED: gl.constexpr
+    PINGPONG: gl.constexpr
+
+    @constexpr_function
+    def __init__(self, **fields):
+        for name, value in fields.items():  # constants arrive unwrapped: wrap them again
+            setattr(self, name, value if isinstance(value, base_value) else gl.constexpr(value))
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-loader>>[init]
 @gluon.jit
-def _loader(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready, k_empty,
-            v_ready, v_empty, n_q, n_k, n_heads, group, window, n_m, n_items,
-            BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, STAGES: gl.constexpr,
-            CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+def _loader(sh):
     """The producer warp: per work item, Q once, then K_j and V_j into rings of STAGES slots."""
-    HALF: gl.constexpr = BLOCK_M // 2
+    HALF: gl.constexpr = sh.BLOCK_M // 2
+    STAGES: gl.constexpr = sh.STAGES
     kv = 0  # key tiles loaded so far over all items: slot kv % STAGES, round kv // STAGES
     done = 0  # items done by this program
-    for pair in range(gl.program_id(0), (n_items + 1) // 2, gl.num_programs(0)):
-        for item in range(2 * pair, gl.minimum(2 * pair + 2, n_items)):
-            off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles = _work_item(
-                item, n_m, n_q, n_k, n_heads, group, window, BLOCK_M, BLOCK_N, CAUSAL,
-                WINDOWED)
-            mbarrier.wait(q_empty, (done & 1) ^ 1)  # both consumers are done with the last Q
-            mbarrier.expect(q_ready, 2 * desc_q.block_type.nbytes)
-            tma.async_copy_global_to_shared(desc_q, [off_b, off_h, i0, 0], q_ready,
-                                            q_smem.index(0))
-            tma.async_copy_global_to_shared(desc_q, [off_b, off_h, i0 + HALF, 0], q_ready,
-                                            q_smem.index(1))
+    for pair in range(gl.program_id(0), (sh.n_items + 1) // 2, gl.num_programs(0)):
+        for item in range(2 * pair, gl.minimum(2 * pair + 2, sh.n_items)):
+            off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles = _work_item(sh, item)
+            mbarrier.wait(sh.q_empty, (done & 1) ^ 1)  # both consumers are done with the last Q
+            mbarrier.expect(sh.q_ready, 2 * sh.desc_q.block_type.nbytes)
+            tma.async_copy_global_to_shared(sh.desc_q, [off_b, off_h, i0, 0], sh.q_ready,
+                                            sh.q_smem.index(0))
+            tma.async_copy_global_to_shared(sh.desc_q, [off_b, off_h, i0 + HALF, 0], sh.q_ready,
+                                            sh.q_smem.index(1))
             for t in range(n_tiles):
                 slot = kv % STAGES
                 before = _phase(kv, STAGES) ^ 1  # the phase before this round's
-                start_n = lo + t * BLOCK_N
-                mbarrier.wait(k_empty.index(slot), before)  # K_{j-STAGES} is multiplied
-                mbarrier.expect(k_ready.index(slot), desc_k.block_type.nbytes)
-                tma.async_copy_global_to_shared(desc_k, [off_b, off_hkv, start_n, 0],
-                                                k_ready.index(slot), k_smem.index(slot))
-                mbarrier.wait(v_empty.index(slot), before)  # P~ V_{j-STAGES} is done
-                mbarrier.expect(v_ready.index(slot), desc_v.block_type.nbytes)
-                tma.async_copy_global_to_shared(desc_v, [off_b, off_hkv, start_n, 0],
-                                                v_ready.index(slot), v_smem.index(slot))
+                start_n = lo + t * sh.BLOCK_N
+                mbarrier.wait(sh.k_empty.index(slot), before)  # K_{j-STAGES} is multiplied
+                mbarrier.expect(sh.k_ready.index(slot), sh.desc_k.block_type.nbytes)
+                tma.async_copy_global_to_shared(sh.desc_k, [off_b, off_hkv, start_n, 0],
+                                                sh.k_ready.index(slot), sh.k_smem.index(slot))
+                mbarrier.wait(sh.v_empty.index(slot), before)  # P~ V_{j-STAGES} is done
+                mbarrier.expect(sh.v_ready.index(slot), sh.desc_v.block_type.nbytes)
+                tma.async_copy_global_to_shared(sh.desc_v, [off_b, off_hkv, start_n, 0],
+                                                sh.v_ready.index(slot), sh.v_smem.index(slot))
                 kv += 1
             done += 1
 # ~/~ end
@@ -135,21 +180,20 @@ def _loader(desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_
 
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-softmax>>[init]
 @gluon.jit
-def _softmax_step(s, m_i, l_i, start_n, full_lo, full_hi, offs_n, pos_i, n_k, window, qk_scale,
-                  CAUSAL: gl.constexpr, WINDOWED: gl.constexpr):
+def _softmax_step(sh, s, m_i, l_i, start_n, full_lo, full_hi, offs_n, pos_i):
     """The online softmax on raw scores s = q_i.k_j of the key tile at start_n: returns P~,
     alpha_i, m'_i^new and l_i^new (m' in base-2 units, as in part 1)."""
     if (start_n < full_lo) | (start_n + s.shape[1] > full_hi):  # a boundary tile: mask
         j = start_n + offs_n[None, :]
-        visible = j < n_k
-        if CAUSAL:
+        visible = j < sh.n_k
+        if sh.CAUSAL:
             visible = visible & (j <= pos_i[:, None])
-        if WINDOWED:
-            visible = visible & (j > pos_i[:, None] - window)
+        if sh.WINDOWED:
+            visible = visible & (j > pos_i[:, None] - sh.window)
         s = gl.where(visible, s, float("-inf"))
-    m_new = gl.maximum(m_i, gl.max(s, 1) * qk_scale)  # tau' > 0 commutes with max
+    m_new = gl.maximum(m_i, gl.max(s, 1) * sh.qk_scale)  # tau' > 0 commutes with max
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
-    p_tilde = gl.exp2(s * qk_scale - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m'_i^new)
+    p_tilde = gl.exp2(s * sh.qk_scale - m_use[:, None])  # P~_ij = 2^(tau' q_i.k_j - m'_i^new)
     alpha = gl.exp2(m_i - m_use)  # alpha_i = 2^(m'_i - m'_i^new)
     l_i = l_i * alpha + gl.sum(p_tilde, 1)  # l_i^new = alpha_i l_i + sum_j P~_ij
     return p_tilde, alpha, m_new, l_i
@@ -158,15 +202,13 @@ def _softmax_step(s, m_i, l_i, start_n, full_lo, full_hi, offs_n, pos_i, n_k, wi
 
 # ~/~ begin <<docs/lab/02b-flash-hopper.md#flash-hopper-consumer>>[init]
 @gluon.jit
-def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready, k_empty,
-              v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window, n_m, n_items,
-              stride_lse_b, stride_lse_h,
-              WG: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-              HEAD_DIM: gl.constexpr, STAGES: gl.constexpr, CAUSAL: gl.constexpr,
-              WINDOWED: gl.constexpr, PINGPONG: gl.constexpr):
+def _consumer(sh, WG: gl.constexpr):
     """Consumer warpgroup WG: rows [i0 + 64 WG, i0 + 64 WG + 64) of every work item."""
-    HALF: gl.constexpr = BLOCK_M // 2
-    dtype: gl.constexpr = desc_o.dtype
+    HALF: gl.constexpr = sh.BLOCK_M // 2
+    BLOCK_N: gl.constexpr = sh.BLOCK_N
+    HEAD_DIM: gl.constexpr = sh.HEAD_DIM
+    STAGES: gl.constexpr = sh.STAGES
+    dtype: gl.constexpr = sh.desc_o.dtype
     # wgmma accumulators: S is 64 x BLOCK_N, acc is 64 x HEAD_DIM, one warpgroup along M
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -177,72 +219,68 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     offs_n = gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, s_layout))
     s_zero = gl.zeros([HALF, BLOCK_N], gl.float32, layout=s_layout)
-    q = q_smem.index(WG).reshape([HALF, HEAD_DIM])
-    o_tile = o_smem.index(WG)
+    q = sh.q_smem.index(WG).reshape([HALF, HEAD_DIM])
+    o_tile = sh.o_smem.index(WG)
 
     kv = 0  # key tiles consumed so far over all items
     done = 0
     turn_phase = 1 - WG  # warpgroup 0 takes the first turn
-    for pair in range(gl.program_id(0), (n_items + 1) // 2, gl.num_programs(0)):
-        for item in range(2 * pair, gl.minimum(2 * pair + 2, n_items)):
-            off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles = _work_item(
-                item, n_m, n_q, n_k, n_heads, group, window, BLOCK_M, BLOCK_N, CAUSAL,
-                WINDOWED)
+    for pair in range(gl.program_id(0), (sh.n_items + 1) // 2, gl.num_programs(0)):
+        for item in range(2 * pair, gl.minimum(2 * pair + 2, sh.n_items)):
+            off_b, off_h, off_hkv, i0, lo, full_lo, full_hi, n_tiles = _work_item(sh, item)
             i0 = i0 + WG * HALF
             offs_m = i0 + gl.arange(0, HALF, layout=row_s)
-            pos_i = offs_m + (n_k - n_q)
+            pos_i = offs_m + (sh.n_k - sh.n_q)
             m_i = gl.full([HALF], float("-inf"), gl.float32, layout=row_s)  # m'_i
             l_i = gl.zeros([HALF], gl.float32, layout=row_s)  # l_i
             acc = gl.zeros([HALF, HEAD_DIM], gl.float32, layout=o_layout)  # sum of P~ V
-            mbarrier.wait(q_ready, done & 1)
+            mbarrier.wait(sh.q_ready, done & 1)
             if n_tiles > 0:
                 # prologue: S_0 = Q K_0^T, then its softmax
                 slot = kv % STAGES
-                mbarrier.wait(k_ready.index(slot), _phase(kv, STAGES))
-                k_t = k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+                mbarrier.wait(sh.k_ready.index(slot), _phase(kv, STAGES))
+                k_t = sh.k_smem.index(slot).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
                 s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)
                 s = warpgroup_mma_wait(0, deps=[s])
-                mbarrier.arrive(k_empty.index(slot))
+                mbarrier.arrive(sh.k_empty.index(slot))
                 p_tilde, alpha, m_i, l_i = _softmax_step(
-                    s, m_i, l_i, lo, full_lo, full_hi, offs_n, pos_i, n_k, window, qk_scale,
-                    CAUSAL, WINDOWED)
+                    sh, s, m_i, l_i, lo, full_lo, full_hi, offs_n, pos_i)
                 p = gl.convert_layout(p_tilde.to(dtype), p_layout)
                 for t in range(n_tiles - 1):
                     cur = (kv + t) % STAGES
                     nxt = (kv + t + 1) % STAGES
-                    if PINGPONG:  # issue only in this warpgroup's turn
-                        mbarrier.wait(turn.index(WG), turn_phase)
+                    if sh.PINGPONG:  # issue only in this warpgroup's turn
+                        mbarrier.wait(sh.turn.index(WG), turn_phase)
                         turn_phase ^= 1
-                    mbarrier.wait(k_ready.index(nxt), _phase(kv + t + 1, STAGES))
-                    k_t = k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
+                    mbarrier.wait(sh.k_ready.index(nxt), _phase(kv + t + 1, STAGES))
+                    k_t = sh.k_smem.index(nxt).reshape([BLOCK_N, HEAD_DIM]).permute((1, 0))
                     s = warpgroup_mma(q, k_t, s_zero, use_acc=False, is_async=True)  # S_{t+1}
-                    mbarrier.wait(v_ready.index(cur), _phase(kv + t, STAGES))
-                    v_t = v_smem.index(cur).reshape([BLOCK_N, HEAD_DIM])
+                    mbarrier.wait(sh.v_ready.index(cur), _phase(kv + t, STAGES))
+                    v_t = sh.v_smem.index(cur).reshape([BLOCK_N, HEAD_DIM])
                     acc = warpgroup_mma(p, v_t, acc, is_async=True)  # acc += P~_t V_t
-                    if PINGPONG:
-                        mbarrier.arrive(turn.index(1 - WG))
+                    if sh.PINGPONG:
+                        mbarrier.arrive(sh.turn.index(1 - WG))
                     s = warpgroup_mma_wait(1, deps=[s])  # S_{t+1} done; P~_t V_t may run on
-                    mbarrier.arrive(k_empty.index(nxt))
+                    mbarrier.arrive(sh.k_empty.index(nxt))
                     p_tilde, alpha, m_i, l_i = _softmax_step(  # under P~_t V_t
-                        s, m_i, l_i, lo + (t + 1) * BLOCK_N, full_lo, full_hi, offs_n, pos_i,
-                        n_k, window, qk_scale, CAUSAL, WINDOWED)
+                        sh, s, m_i, l_i, lo + (t + 1) * BLOCK_N, full_lo, full_hi, offs_n, pos_i)
                     acc, p = warpgroup_mma_wait(0, deps=[acc, p])  # keeps P~_t's registers
-                    mbarrier.arrive(v_empty.index(cur))
+                    mbarrier.arrive(sh.v_empty.index(cur))
                     acc = acc * gl.convert_layout(alpha, row_o)[:, None]  # acc^new = alpha acc
                     p = gl.convert_layout(p_tilde.to(dtype), p_layout)
-                mbarrier.arrive(q_empty)  # the item's last S is done: the next Q may load
+                mbarrier.arrive(sh.q_empty)  # the item's last S is done: the next Q may load
                 last = (kv + n_tiles - 1) % STAGES
-                mbarrier.wait(v_ready.index(last), _phase(kv + n_tiles - 1, STAGES))
-                v_t = v_smem.index(last).reshape([BLOCK_N, HEAD_DIM])
+                mbarrier.wait(sh.v_ready.index(last), _phase(kv + n_tiles - 1, STAGES))
+                v_t = sh.v_smem.index(last).reshape([BLOCK_N, HEAD_DIM])
                 acc = warpgroup_mma(p, v_t, acc, is_async=True)
                 acc, p = warpgroup_mma_wait(0, deps=[acc, p])
-                mbarrier.arrive(v_empty.index(last))
-                if PINGPONG:  # one turn per key tile, as the other warpgroup takes
-                    mbarrier.wait(turn.index(WG), turn_phase)
+                mbarrier.arrive(sh.v_empty.index(last))
+                if sh.PINGPONG:  # one turn per key tile, as the other warpgroup takes
+                    mbarrier.wait(sh.turn.index(WG), turn_phase)
                     turn_phase ^= 1
-                    mbarrier.arrive(turn.index(1 - WG))
+                    mbarrier.arrive(sh.turn.index(1 - WG))
             else:
-                mbarrier.arrive(q_empty)
+                mbarrier.arrive(sh.q_empty)
             kv += n_tiles
             done += 1
 
@@ -252,10 +290,10 @@ def _consumer(desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty,
             tma.store_wait(0)  # the previous item's O has left o_tile
             o_tile.reshape([HALF, HEAD_DIM]).store(out.to(dtype))
             fence_async_shared()  # the TMA (async proxy) reads what these threads wrote
-            tma.async_copy_shared_to_global(desc_o, [off_b, off_h, i0, 0], o_tile)
+            tma.async_copy_shared_to_global(sh.desc_o, [off_b, off_h, i0, 0], o_tile)
             lse = gl.where(empty, float("-inf"), (m_i + gl.log2(l_safe)) * LN2)
-            gl.store(lse_ptr + off_b.to(gl.int64) * stride_lse_b  # int64: past 2^31 elements
-                     + off_h.to(gl.int64) * stride_lse_h + offs_m, lse, mask=offs_m < n_q)
+            gl.store(sh.lse_ptr + off_b.to(gl.int64) * sh.stride_lse_b  # int64: past 2^31
+                     + off_h.to(gl.int64) * sh.stride_lse_h + offs_m, lse, mask=offs_m < sh.n_q)
     tma.store_wait(0)
 # ~/~ end
 
@@ -293,19 +331,16 @@ def _attn_fwd_ws(desc_q, desc_k, desc_v, desc_o, lse_ptr,
     for i in gl.static_range(2):
         mbarrier.init(turn.index(i), count=1)
 
-    gl.warp_specialize([
-        (_consumer, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
-                     k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window,
-                     n_m, n_items, stride_lse_b, stride_lse_h, 0, BLOCK_M, BLOCK_N, HEAD_DIM,
-                     STAGES, CAUSAL, WINDOWED, PINGPONG)),
-        (_consumer, (desc_o, lse_ptr, q_smem, k_smem, v_smem, o_smem, q_ready, q_empty, k_ready,
-                     k_empty, v_ready, v_empty, turn, qk_scale, n_q, n_k, n_heads, group, window,
-                     n_m, n_items, stride_lse_b, stride_lse_h, 1, BLOCK_M, BLOCK_N, HEAD_DIM,
-                     STAGES, CAUSAL, WINDOWED, PINGPONG)),
-        (_loader, (desc_q, desc_k, desc_v, q_smem, k_smem, v_smem, q_ready, q_empty, k_ready,
-                   k_empty, v_ready, v_empty, n_q, n_k, n_heads, group, window, n_m, n_items,
-                   BLOCK_M, BLOCK_N, STAGES, CAUSAL, WINDOWED)),
-    ], [4, 1], [CONSUMER_REGS, 24])
+    sh = Shared(desc_q=desc_q, desc_k=desc_k, desc_v=desc_v, desc_o=desc_o, lse_ptr=lse_ptr,
+                q_smem=q_smem, k_smem=k_smem, v_smem=v_smem, o_smem=o_smem, q_ready=q_ready,
+                q_empty=q_empty, k_ready=k_ready, k_empty=k_empty, v_ready=v_ready,
+                v_empty=v_empty, turn=turn, qk_scale=qk_scale, n_q=n_q, n_k=n_k,
+                n_heads=n_heads, group=group, window=window, n_m=n_m, n_items=n_items,
+                stride_lse_b=stride_lse_b, stride_lse_h=stride_lse_h, BLOCK_M=BLOCK_M,
+                BLOCK_N=BLOCK_N, HEAD_DIM=HEAD_DIM, STAGES=STAGES, CAUSAL=CAUSAL,
+                WINDOWED=WINDOWED, PINGPONG=PINGPONG)
+    gl.warp_specialize([(_consumer, (sh, 0)), (_consumer, (sh, 1)), (_loader, (sh,))],
+                       [4, 1], [CONSUMER_REGS, 24])
 # ~/~ end
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from minimodel.checks import check_int
 from minimodel.minigpt import KVCache, MiniGPT, MiniGPTConfig
 from minimodel.reference import check_attention_inputs, check_mask_args, resolve_scale, visible_mask
 from minimodel.verbs import tokenizer
@@ -70,8 +71,7 @@ def with_kv_heads(config: MiniGPTConfig, n_kv_heads: int) -> MiniGPTConfig:
     n_kv_heads that is not a positive int (naming `n_kv_heads` and the value given).
     """
 # ~/~ end
-    if isinstance(n_kv_heads, bool) or not isinstance(n_kv_heads, int) or n_kv_heads < 1:
-        raise ValueError(f"n_kv_heads must be a positive int, got {n_kv_heads!r}")
+    check_int("n_kv_heads", n_kv_heads, 1)
     h = config.n_heads
     if h % n_kv_heads:
         divisors = [n for n in range(h, 0, -1) if h % n == 0]

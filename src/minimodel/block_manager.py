@@ -12,6 +12,8 @@ from collections import OrderedDict, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from minimodel.checks import check_int
+
 __all__ = ["AllocStatus", "BlockManager", "OutOfBlocks"]
 
 # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-types>>[init]
@@ -40,12 +42,6 @@ class _Seq:
     released: int = 0  # leading table entries released by the window
     named: int = 0  # leading full blocks offered to the prefix cache (computed ones only)
     chain: bytes | None = None  # the name of block `named - 1`: the parent of the next one
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -99,15 +95,15 @@ class BlockManager:
         Raises ValueError for a bad size, and for prefix caching together with a window.
         """
     # ~/~ end
-        self.num_blocks = _check_int("num_blocks", num_blocks, 1)
-        self.block_size = _check_int("block_size", block_size, 1)
+        self.num_blocks = check_int("num_blocks", num_blocks, 1)
+        self.block_size = check_int("block_size", block_size, 1)
         if num_blocks >= 2**31:  # a block table is int32 in the kernels, and a count per block here
             raise ValueError(f"num_blocks must be below 2**31, got {num_blocks}")
         if isinstance(watermark, bool) or not isinstance(watermark, int | float) \
                 or not 0 <= watermark < 1:
             raise ValueError(f"watermark must be a number in [0, 1), got {watermark!r}")
         if sliding_window is not None:
-            _check_int("sliding_window", sliding_window, 1)
+            check_int("sliding_window", sliding_window, 1)
         if not isinstance(enable_prefix_caching, bool):
             raise ValueError(f"enable_prefix_caching must be a bool, got {enable_prefix_caching!r}")
         if enable_prefix_caching and sliding_window is not None:
@@ -195,8 +191,7 @@ class BlockManager:
 
     # ~/~ begin <<docs/lab/03-paged-attn-reading.md#block-manager-validate>>[init]
     def _seq(self, seq_id: int) -> _Seq:
-        if isinstance(seq_id, bool) or not isinstance(seq_id, int):  # also keeps a list out of get
-            raise ValueError(f"no live sequence with id {seq_id!r}: sequence ids are ints")
+        check_int("seq_id", seq_id)  # also keeps a list out of get
         seq = self._seqs.get(seq_id)
         if seq is None:
             raise ValueError(f"no live sequence with id {seq_id!r}")
@@ -204,8 +199,7 @@ class BlockManager:
 
 
     def _check_new_id(self, seq_id: int) -> None:
-        if isinstance(seq_id, bool) or not isinstance(seq_id, int):
-            raise ValueError(f"sequence ids are ints, got {seq_id!r}")
+        check_int("seq_id", seq_id)
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id} is already live")
 
@@ -220,8 +214,7 @@ class BlockManager:
         if not tokens:
             raise ValueError(f"the prompt of sequence {seq_id} is empty")
         for t in tokens:
-            if isinstance(t, bool) or not isinstance(t, int) or t < 0:
-                raise ValueError(f"token ids are ints >= 0, got {t!r} in sequence {seq_id}")
+            check_int(f"a token id of sequence {seq_id}", t, 0)
         return tokens
     # ~/~ end
 
@@ -347,8 +340,7 @@ class BlockManager:
         """
     # ~/~ end
         seq = self._seq(seq_id)
-        if isinstance(token, bool) or not isinstance(token, int) or token < 0:
-            raise ValueError(f"token ids are ints >= 0, got {token!r}")
+        check_int("token", token, 0)
         n, b = len(seq.tokens), self.block_size
         dead = self._dead(seq.computed)  # not n: a chunk's first queries may stand before n
         needs = n % b == 0 or self._refs[seq.table[-1]] > 1  # a new block, or a copy
@@ -432,8 +424,7 @@ class BlockManager:
             raise TypeError(f"positions must be an iterable of ints, got "
                             f"{type(positions).__name__}")
         for p in positions:
-            if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < n:
-                raise ValueError(f"position {p!r} is outside [0, {n}) for sequence {seq_id}")
+            check_int(f"a position of sequence {seq_id}", p, 0, n - 1)
             block = seq.table[p // b]
             if block < 0:
                 raise ValueError(f"position {p} of sequence {seq_id} was released by the window")
@@ -464,10 +455,8 @@ class BlockManager:
     # ~/~ end
         seq = self._seq(seq_id)
         n = len(seq.tokens)
-        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) \
-                or not seq.computed <= num_tokens <= n:
-            raise ValueError(f"num_tokens must be an int in [{seq.computed}, {n}] for sequence "
-                             f"{seq_id} (its computed and held tokens), got {num_tokens!r}")
+        # from the tokens already computed to the tokens held
+        check_int(f"num_tokens of sequence {seq_id}", num_tokens, seq.computed, n)
         seq.computed = num_tokens
         if self.enable_prefix_caching:
             self._name_computed(seq)

@@ -14,6 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
+from minimodel.checks import check_int  # the kernels' integer arguments: checked as everywhere
+
 __all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "capability", "cdiv",
            "check_forward_only", "check_int", "key_range", "next_power_of_2", "num_sms",
            "padded_width", "tma_layout", "tma_ready", "tma_strides"]
@@ -35,15 +37,6 @@ def check_forward_only(what: str, *tensors: torch.Tensor, why: str) -> None:
             f"{what} is forward-only ({why}): its output would carry no gradient. Call it under "
             "torch.no_grad() or on tensors that do not require grad"
         )
-
-
-def check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    """value if it is an int (not a bool) in [lo, hi] (hi=None: no upper bound); else ValueError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo or (
-            hi is not None and value > hi):
-        bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an int {bound}, got {value!r}")
-    return value
 
 
 def num_sms(device: torch.device) -> int:

@@ -13,6 +13,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
+from minimodel.checks import check_int
 from minimodel.reference import attention_ref
 
 __all__ = ["AttentionFn", "Block", "Cache", "CausalSelfAttention", "KVCache", "MiniGPT",
@@ -35,9 +36,7 @@ class MiniGPTConfig:
     def __post_init__(self):
         for name in ("vocab_size", "max_seq_len", "d_model", "n_heads", "n_kv_heads", "n_layers",
                      "mlp_ratio"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"MiniGPTConfig.{name} must be a positive int, got {value!r}")
+            check_int(f"MiniGPTConfig.{name}", getattr(self, name), 1)
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}"
@@ -46,9 +45,8 @@ class MiniGPTConfig:
             raise ValueError(
                 f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}"
             )
-        w = self.window
-        if w is not None and (isinstance(w, bool) or not isinstance(w, int) or w < 1):
-            raise ValueError(f"MiniGPTConfig.window must be None or a positive int, got {w!r}")
+        if self.window is not None:
+            check_int("MiniGPTConfig.window", self.window, 1)
 
     @property
     def head_dim(self) -> int:
@@ -90,8 +88,7 @@ class KVCache:
     sequence, filled left to right, with its own length."""
 
     def __init__(self, config: MiniGPTConfig, batch: int, *, dtype=torch.float32, device=None):
-        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"batch must be a positive int, got {batch!r}")
+        check_int("batch", batch, 1)
         self.config = config
         shape = (config.n_layers, batch, config.n_kv_heads, config.max_seq_len, config.head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
@@ -107,9 +104,9 @@ class KVCache:
         """The same cache (buffers and lengths shared), feeding only `rows` in the next pass."""
         rows = tuple(rows)
         batch = len(self.lengths)
-        bad = [r for r in rows if isinstance(r, bool) or not isinstance(r, int)
-               or not 0 <= r < batch]
-        if not rows or bad or len(set(rows)) != len(rows):
+        for r in rows:
+            check_int(f"each of rows {rows}", r, 0, batch - 1)
+        if not rows or len(set(rows)) != len(rows):
             raise ValueError(f"rows must be distinct ints in [0, {batch}), got {rows}")
         view = copy.copy(self)
         view.rows = rows
@@ -152,9 +149,8 @@ class KVCache:
 
     def nbytes(self, tokens: int | None = None) -> int:
         """Bytes that `tokens` tokens in every row occupy (default: the tokens stored now)."""
-        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)
-                                   or tokens < 0):
-            raise ValueError(f"tokens must be a non-negative int, got {tokens!r}")
+        if tokens is not None:
+            check_int("tokens", tokens, 0)
         stored = sum(self.lengths) if tokens is None else tokens * len(self.lengths)
         per_token = 2 * self.k.shape[0] * self.k.shape[2] * self.k.shape[4]  # 2 L Hkv d
         return per_token * stored * self.k.element_size()

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from itertools import zip_longest
 from numbers import Real
 
+from minimodel.checks import check_int
+
 __all__ = [
     "SoftmaxState",
     "online_attention_row",
@@ -241,8 +243,7 @@ def online_softmax_chunked(xs: Iterable[float], chunk: int) -> list[float]:
     Any chunk size >= 1 gives softmax(xs) up to rounding; the last chunk may be shorter.
     """
 # ~/~ end
-    if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-        raise ValueError(f"chunk must be an int >= 1, got {chunk!r}")
+    check_int("chunk", chunk, 1)
     row = [_logit(x, f"logit {j}") for j, x in enumerate(xs)]
     states = [softmax_state(row[s : s + chunk]) for s in range(0, len(row), chunk)]
     total = SoftmaxState()  # the identity: merging it changes nothing

@@ -10,6 +10,8 @@ import math
 
 import torch
 
+from minimodel.checks import check_int
+
 __all__ = [
     "attention_ref",
     "check_attention_inputs",
@@ -69,8 +71,7 @@ def check_mask_args(causal: bool, window: int | None) -> None:
         raise ValueError(f"causal must be a bool, got {causal!r}")
     if window is None:
         return
-    if isinstance(window, bool) or not isinstance(window, int):
-        raise ValueError(f"window must be an int or None, got {window!r}")
+    check_int("window", window)
     if not causal:
         raise ValueError(f"window={window} needs causal=True (a sliding window looks back only)")
     if window < 1:

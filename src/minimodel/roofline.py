@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from minimodel.checks import check_int
 from minimodel.reference import check_mask_args
 
 __all__ = [
@@ -84,14 +85,12 @@ def _is_finite_positive(value: object) -> bool:
 
 def _check_positive(**values: int) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+        check_int(name, value, 1)
 
 
 def _check_nonnegative(**values: int) -> None:
     for name, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{name} must be a non-negative int, got {value!r}")
+        check_int(name, value, 0)
 # ~/~ end
 
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
+from minimodel.checks import check_int
+
 __all__ = ["Timing", "eager_time_us", "gpu_time_ms", "host_time_us", "time_call"]
 
 # ~/~ begin <<docs/gpu-primer.md#timing-timing>>[init]
@@ -42,8 +44,7 @@ def gpu_time_ms(fn: Callable[[], object], rep_ms: int = 100) -> float:
 
     _need_cuda("gpu_time_ms")
     _check_callable(fn)
-    if not isinstance(rep_ms, int) or isinstance(rep_ms, bool) or rep_ms < 1:
-        raise ValueError(f"rep_ms must be an int >= 1, got {rep_ms!r}")
+    check_int("rep_ms", rep_ms, 1)
     return float(triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median"))
 # ~/~ end
 
@@ -59,8 +60,7 @@ def host_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5,
     _need_cuda("host_time_us")
     _check_callable(fn)
     for name, value in (("calls", calls), ("rounds", rounds), ("tries", tries)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+        check_int(name, value, 1)
     fn()  # compile, allocate and cache before timing
     torch.cuda.synchronize()
     start = time.perf_counter()
