@@ -108,8 +108,8 @@ def test_translation_is_of_the_current_english_page(page):
     recorded, current = recorded_blob(page.read_text()), blob(english.read_bytes())
     assert recorded, f"{page.relative_to(ROOT)}: no `en_blob:` in its front matter"
     assert recorded == current, (
-        f"{english.relative_to(ROOT)} changed since {page.relative_to(ROOT)} translated it (en_blob "
-        f"{recorded}, now {current}). See what changed with `git diff {recorded} "
+        f"{english.relative_to(ROOT)} changed since {page.relative_to(ROOT)} translated it "
+        f"(en_blob {recorded}, now {current}). See what changed with `git diff {recorded} "
         f"$(git hash-object -w {english.relative_to(ROOT)})`, bring the translation up to date, "
         f"then record `en_blob: {current}`.")
 
@@ -175,3 +175,18 @@ def test_entangled_never_reads_a_spanish_page(tmp_path):
     assert not (tmp_path / "src/es.py").exists()
     for rel in ("src/minimodel/reference.py", "src/minimodel/verbs.py", "tests/test_reference.py"):
         assert (tmp_path / rel).read_bytes() == (ROOT / rel).read_bytes(), rel
+
+
+TABLE_NOTE = '!!! note "Tablas en formato inglés"'
+
+
+@pytest.mark.parametrize("page", spanish_pages(), ids=lambda p: p.relative_to(ES).as_posix())
+def test_generated_tables_carry_the_format_note(page):
+    """Generated tables stay English-formatted (4,274 is four thousand; Foundations' glossary
+    says so): a Spanish page that includes one says it in a note with this title."""
+    text = page.read_text()
+    if '--8<-- "generated/' in text:
+        assert TABLE_NOTE in text, (
+            f"{page.relative_to(ROOT)} includes generated tables: add the note\n{TABLE_NOTE}\n"
+            "    Las tablas generadas de esta página usan el formato numérico inglés: punto "
+            "decimal y coma de millares.")
