@@ -190,3 +190,38 @@ def test_generated_tables_carry_the_format_note(page):
             f"{page.relative_to(ROOT)} includes generated tables: add the note\n{TABLE_NOTE}\n"
             "    Las tablas generadas de esta página usan el formato numérico inglés: punto "
             "decimal y coma de millares.")
+
+
+# English left in Spanish prose: a run of eight or more words, with no punctuation between them,
+# that holds at least two of these English function words (Spanish prose has none of them, bar
+# the field's English terms, which never come in such runs). Outside code, math, tables, link
+# targets, HTML, quotations and bold text (the references' titles, cited in their language).
+ENGLISH = set("the of and to is in with for that on by as are it from be this an not which its "
+              "at or each one".split())
+RUN = re.compile(r"(?:[A-Za-z][A-Za-z'’-]*\s+){7,}[A-Za-z][A-Za-z'’-]*")
+
+
+def english_runs(text: str) -> list[str]:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from test_prose_numbers import INLINE, prose_lines
+
+    body = FRONT.sub("", text)
+    prose = " ".join(line for _, line in prose_lines(body) if not line.lstrip().startswith("|"))
+    for pattern in [*INLINE, r"\*\*.*?\*\*", r"<[^>]*>", r"«[^»]*»", r'"[^"]*"', r"\{[^}]*\}"]:
+        prose = re.sub(pattern, " , ", prose)
+    return [m.group(0) for m in RUN.finditer(prose)
+            if sum(w.lower() in ENGLISH for w in m.group(0).split()) >= 2]
+
+
+@pytest.mark.parametrize("page", spanish_pages(), ids=lambda p: p.relative_to(ES).as_posix())
+def test_no_english_sentence_left(page):
+    runs = english_runs(page.read_text())
+    assert not runs, f"{page.relative_to(ROOT)}: English prose left untranslated:\n" + "\n".join(
+        runs)
+
+
+def test_english_runs_are_seen():
+    english = english_runs((DOCS / "index.md").read_text())
+    assert any("They differ in what they pay for it" in r for r in english), english[:3]
+    assert not english_runs("El kernel lee el KV cache en cada paso de decode, tile a tile.\n"
+                            "`the kernel reads the cache once for each of the tiles`\n")
