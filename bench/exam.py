@@ -223,9 +223,9 @@ def fp8_support() -> str | None:
     from minimodel.paged_attention import paged_decode
 
     if not {"k_scale", "v_scale"} <= set(inspect.signature(paged_decode).parameters):
-        return ("paged_decode takes no k_scale / v_scale: the 8-bit cache of Lab 03 part 2 is absent "
-                "(or names its scales otherwise: then adapt bench.exam.build), so the fp8 case is "
-                "not measured and its prediction stands alone")
+        return ("paged_decode takes no k_scale / v_scale: the 8-bit cache of Lab 03 part 2 is "
+                "absent (or names its scales otherwise: then adapt bench.exam.build), so the fp8 "
+                "case is not measured and its prediction stands alone")
     return None
 
 
