@@ -9,7 +9,12 @@ driven by Playwright) at 1280 px, and asserts on every page that
     (and the code face where there is code); and Chromium's own record of the fonts that drew
     the content's text (CSS.getPlatformFontsForNode) names only those web fonts, no installed one,
   - no table is wider than the text column or scrolls at 1280 px, and none is hidden,
-  - the page made no request off this machine (the site must work offline);
+  - the page made no request off this machine (the site must work offline),
+  - the language switch (mkdocs-static-i18n, issue 29): the page is in its edition's language
+    (English at the root, Spanish under es/), the header's switch offers both, and picking the
+    other language there, as a reader does, lands on this page's counterpart in that language,
+    and every anchor of an English page is on its Spanish counterpart too (under the first font
+    set only: it does not depend on fonts), and search finds a word of each edition in it;
 and on the pages with math, code and figures (check_page) also that
   - every math span was typeset by MathJax (SVG output present, no raw TeX left),
   - the code blocks show their entangled titles (block name or target file), visibly,
@@ -65,9 +70,9 @@ class Run:
     """One browser under one font set; what it saw of each page's layout."""
 
     def __init__(self, browser, base: str, font_set: str, *, screenshots: bool,
-                 block_fonts: bool):
+                 block_fonts: bool, switch: bool):
         self.browser, self.base, self.font_set = browser, base, font_set
-        self.screenshots, self.block_fonts = screenshots, block_fonts
+        self.screenshots, self.block_fonts, self.switch = screenshots, block_fonts, switch
         self.layout: dict[str, dict] = {}
         self.fallback = ""
 
@@ -304,6 +309,7 @@ def check_page(run: Run, path: str, shot: Path, anchor: str, *, titles: bool = T
           f"(e.g. {named[0] if named else '-'}), {page.locator('.md-content img').count()} "
           f"figures; {summary}"
           + (f"; screenshot {shot.relative_to(ROOT)}" if run.screenshots else ""))
+    problems += language_switch(run, page, path)
     page.close()
     return problems
 
@@ -350,8 +356,52 @@ def check_common(run: Run, path: str) -> list[str]:
         return problems
     more, summary = common_checks(run, page, path, offsite)
     print(f"  {path}: {summary}")
+    more += language_switch(run, page, path)
     page.close()
     return problems + more
+
+
+LANGUAGES = ("en", "es")  # English at the site's root, Spanish under es/ (mkdocs.yml's i18n)
+
+
+def counterpart(path: str) -> str:
+    """The same page in the other edition: "lab/x/" <-> "es/lab/x/", "" <-> "es/"."""
+    return path.removeprefix("es/") if path.startswith("es/") else "es/" + path
+
+
+def language_switch(run: Run, page, path: str) -> list[str]:
+    """The switch of a loaded page (see the module's docstring); it leaves the page elsewhere."""
+    if not run.switch:
+        return []
+    lang = "es" if path.startswith("es/") else "en"
+    other = next(x for x in LANGUAGES if x != lang)
+    want = f"{run.base}/{counterpart(path)}"
+    problems = []
+    if (got := page.evaluate("document.documentElement.lang")) != lang:
+        problems.append(f"{path or 'index'}: <html lang={got!r}>, not {lang!r}")
+    links = page.evaluate("""() => Object.fromEntries([...document.querySelectorAll(
+        '.md-header .md-select a[hreflang]')].map(a => [a.hreflang, a.href]))""")
+    if sorted(links) != sorted(LANGUAGES):
+        return problems + [f"{path or 'index'}: the language switch offers {sorted(links)}, "
+                           f"not {list(LANGUAGES)}"]
+    if links[other] != want:
+        problems.append(f"{path or 'index'}: the switch's {other} link is {links[other]}, "
+                        f"not {want}")
+    ids = set(page.evaluate("() => [...document.querySelectorAll('.md-content [id]')]"
+                            ".map(e => e.id)"))
+    page.hover(".md-header .md-select")  # the menu opens under the pointer, as for a reader
+    with page.expect_navigation(wait_until="load"):
+        page.click(f".md-header .md-select a[hreflang={other}]")
+    landed = page.url.split("#")[0]
+    there = page.evaluate("""() => [document.documentElement.lang,
+        [...document.querySelectorAll('.md-content [id]')].map(e => e.id)]""")
+    if landed != want or there[0] != other:
+        problems.append(f"{path or 'index'}: picking {other} in the switch landed on {landed} "
+                        f"(lang {there[0]!r}), not {want} ({other!r})")
+    elif lang == "en" and (lost := sorted(ids - set(there[1]))):  # Spanish may add (a glossary)
+        problems.append(f"{path or 'index'}: anchors missing from its {other} counterpart "
+                        f"(a link or a switch with #anchor would miss them): {lost[:6]}")
+    return problems
 
 
 def fontconfig_file(font_set: str, tmp: Path) -> Path:
@@ -387,10 +437,41 @@ def installed_fallback(run: Run) -> tuple[str, list[str]]:
     return f"sans-serif -> {names[0]}, monospace -> {names[1]}", problems
 
 
+# A word only each edition's text holds, and the section a search for it must offer.
+SEARCHES = (("", "notation", "foundations/#notation"),
+            ("es/", "glosario", "es/foundations/#glossary"))
+
+
+def search_check(run: Run) -> list[str]:
+    """Search works in both editions: typed into the header's search box of each edition's home,
+    a word of that edition finds its section (Material's search worker, one index for both)."""
+    problems = []
+    for path, term, want in SEARCHES:
+        page = run.browser.new_page(viewport=VIEWPORT)
+        page.goto(f"{run.base}/{path}", wait_until="load")
+        page.click("label.md-search__icon, .md-search__input")
+        page.fill(".md-search__input", term)
+        try:
+            page.wait_for_selector(".md-search-result__item", timeout=15000)
+        except Exception:  # Playwright's TimeoutError: no result at all
+            pass
+        found = page.evaluate("() => [...document.querySelectorAll("
+                              "'.md-search-result__item a')].map(a => a.href)")
+        page.close()
+        if f"{run.base}/{want}" not in found:
+            problems.append(f"search for {term!r} on /{path} does not offer /{want}: "
+                            f"{found[:4]}")
+        else:
+            print(f"  search /{path}: {term!r} finds /{want} ({len(found)} results)")
+    return problems
+
+
 def check_site(run: Run, site: Path) -> list[str]:
     """Every page of the site under one browser (one font set)."""
     fallback, problems = installed_fallback(run)
     print(f"font set {run.font_set}: installed fonts seen by Chromium: {fallback}")
+    if run.switch:
+        problems += search_check(run)
     checked = ["theory/00-motivation/", "foundations/", "theory/01-online-softmax/",
                "lab/02-flash-triton/"]
     problems += check_page(run, "theory/00-motivation/",
@@ -402,15 +483,25 @@ def check_site(run: Run, site: Path) -> list[str]:
                            figures=True)
     problems += check_page(run, "lab/02-flash-triton/", ROOT / "build/screenshot-lab-02.png",
                            "#the-benchmark", figures=True)
+    # the Spanish edition: a translated page with math and named code, the translated index, and
+    # a page not translated yet (served from its English source), with figures and math
+    problems += check_page(run, "es/foundations/", ROOT / "build/screenshot-es-foundations.png",
+                           "#the-reference")
+    problems += check_page(run, "es/theory/00-motivation/",
+                           ROOT / "build/screenshot-es-theory-00.png", "#the-roofline",
+                           figures=True)
+    checked += ["es/foundations/", "es/theory/00-motivation/"]
     for page in ("theory/02-flash-attention/", "theory/03-paged-and-sliding/",
                  "theory/04-gqa-mqa-mla/", "gpu-primer/", "lab/00-online-softmax/", "results/",
-                 ""):
+                 "", "es/"):
         name = page.strip("/").replace("/", "-") or "index"
+        name = "es-index" if name == "es" else name
         problems += check_page(run, page, ROOT / f"build/screenshot-{name}.png", "h1",
                                titles=page.startswith("lab/"),
                                figures=page not in ("lab/00-online-softmax/", "",
-                                                    "theory/03-paged-and-sliding/", "gpu-primer/"),
-                               math=page != "")
+                                                    "theory/03-paged-and-sliding/", "gpu-primer/",
+                                                    "es/"),
+                               math=page not in ("", "es/"))
         checked.append(page)
     for html in sorted(site.glob("**/index.html")):  # every other page: the common checks
         page = html.parent.relative_to(site).as_posix()
@@ -460,7 +551,7 @@ def main() -> None:
                 browser = p.chromium.launch(executable_path=args.chromium, args=CHROMIUM_FLAGS,
                                             env=env)
                 run = Run(browser, base, font_set, screenshots=i == 0,
-                          block_fonts=args.block_fonts)
+                          block_fonts=args.block_fonts, switch=i == 0)
                 problems += check_site(run, args.site)
                 runs.append(run)
                 browser.close()

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Proves that the pages under docs/ and the committed code agree. Read-only: it tangles the docs in
+# Proves that the pages under docs/ and the committed code agree (the Spanish edition, docs/es/,
+# is no source: entangled.toml's ignore_list leaves it out, and tests/test_spanish_edition.py
+# holds its code blocks equal to the English ones). Read-only: it tangles the docs in
 # a temporary copy and compares. Exits non-zero when
 #   - entangled logs any error or warning (it exits 0 even then, so its log is read),
 #   - a tangled file differs from the committed one, or is produced but not committed,
@@ -22,7 +24,9 @@ HAND_WRITTEN=(
   tests/test_lab_pages.py
   tests/prose_numbers.txt
   tests/test_prose_numbers.py
+  tests/prose_numbers.es.txt
   tests/test_skeletons.py
+  tests/test_spanish_edition.py
   tests/test_vllm_links.py
   tests/vllm-v0.10.2-files.txt
 )
