@@ -4,7 +4,7 @@ FlashAttention-2) and Lab 02's `flash_attention` on the contiguous cache; and th
 kernel against `flash_attention`. Everything is measured in one process on the same keys and
 values, with the device copy rate measured in the same run.
 
-    python -m bench.paged_decode --out data/bench-paged-decode-h200.json   # ~2 min
+    python -m bench.paged_decode --out data/bench-paged-decode-h200.json   # ~4 min on the H200
     python -m bench.paged_decode --out /tmp/x.json --quick                 # smoke run
     python -m bench.paged_decode --sweep --out data/paged-tile-sweep-h200.json  # tiles
 
