@@ -170,14 +170,25 @@ def test_every_spanish_number_translates_a_listed_english_one():
     assert not bad, "\n".join(bad)
 
 
+# A number written the English way: a decimal point, or a thousands group after a leading group
+# of one to three digits that is not 0 (so "0,145 ms", a Spanish decimal, is not one).
+ENGLISH_WAY = re.compile(r"\d\.\d|(?<![\d,])[1-9]\d{0,2},\d{3}(?!\d)")
+
+
 def test_no_english_number_in_spanish_prose():
     """"0.95x" or "4,274 GB" in Spanish prose: a Spanish reader takes the second for 4.274."""
     bad = []
     for page in sorted((ROOT / "docs" / "es").rglob("*.md")):
         for n, token in numbers(page.read_text()):
-            if re.search(r"\d\.\d|\d,\d{3}(?!\d)", token):
+            if ENGLISH_WAY.search(token):
                 bad.append(f"{page.relative_to(ROOT)}:{n}: {token}")
     assert not bad, "numbers in Spanish prose written the English way:\n" + "\n".join(bad)
+
+
+def test_the_english_way_is_told_from_spanish_decimals():
+    assert [bool(ENGLISH_WAY.search(t)) for t in ("4,274 GB", "0.95x", "12,500 µs")] == [True] * 3
+    assert [bool(ENGLISH_WAY.search(t)) for t in ("0,145 ms", "0,95x", "4274 GB", "1,5 %")] == [
+        False] * 4
 
 
 def test_spanish_scan_reads_the_spanish_format():
