@@ -101,6 +101,7 @@ def test_nan_and_overflow_propagate_instead_of_vanishing():
     q[0, 0, 1, 0] = float("nan")
     out = attention_ref(q, k, v)
     assert out[0, 0, 1].isnan().all() and not out[0, 0, [0, 2, 3]].isnan().any()
+    k[0, 0, 0] = q[0, 0, 0]  # q.k_0 = |q|^2 > 0: its score overflows to +inf, whatever the draw
     assert attention_ref(q[:, :, :1], k, v, scale=1e39).isnan().all()  # float32 scores overflow
 
 
