@@ -1419,4 +1419,10 @@ def test_launch_costs_stated():
     assert us["direct_tensors"] - us["direct_ints"] < us["jit"] - us["direct_tensors"]
     stated(LAB03B, "the compiled kernel's launcher called directly costs a third of the JIT's "
                    "path, and passing addresses as ints instead of tensors saves little more")
+    first = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
+    empty_first = [c["host_parts_us"]["allocate_outputs"] / 2 for c in first["cases"]
+                   if "host_parts_us" in c]
+    assert all(0.55 < us["torch_empty"] / e < 0.75 for e in empty_first)  # "about two thirds"
+    stated(LAB03B, "the later one on a faster host (its `torch.empty` took about two thirds of the "
+                   "first run's)")
 

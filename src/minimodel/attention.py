@@ -73,7 +73,7 @@ def _hopper_takes(q: torch.Tensor) -> bool:
     the interpreter), float16 or bfloat16, head_dim <= 128."""
     return (not INTERPRET and q.is_cuda and q.dtype in (torch.float16, torch.bfloat16)
             and q.shape[-1] <= HOPPER_MAX_HEAD_DIM
-            and capability(q.device.index)[0] == 9)
+            and capability(q.device)[0] == 9)
 
 
 def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,

@@ -378,7 +378,7 @@ def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
             f"{q.device}{' under TRITON_INTERPRET=1' if INTERPRET else ''}: Gluon kernels do not "
             "run in Triton's interpreter. flash_attention runs there"
         )
-    if (cc := capability(q.device.index))[0] != 9:
+    if (cc := capability(q.device))[0] != 9:
         raise ValueError(
             "flash_attention_hopper issues Hopper's warpgroup MMA (wgmma) and register "
             f"reallocation, which only compute capability 9.x has; got {cc[0]}.{cc[1]} on "

@@ -52,9 +52,14 @@ def _sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
+def capability(device: torch.device) -> tuple[int, int]:
+    """The compute capability of a CUDA device, read once per device (each read costs µs)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _capability(index)
+
+
 @functools.cache
-def capability(index: int) -> tuple[int, int]:
-    """torch.cuda.get_device_capability of device `index`, read once (each read costs µs)."""
+def _capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
 

@@ -6,7 +6,6 @@ reading K and V through a block table.
 Tangled from docs/lab/03b-paged-kernels.md; edit the page, not this file.
 """
 
-import functools
 import threading
 from typing import NamedTuple
 
@@ -19,6 +18,7 @@ from minimodel.kernels import (
     LN2,
     LOG2E,
     SUPPORTED_DTYPES,
+    capability,
     cdiv,
     check_forward_only,
     check_int,
@@ -729,20 +729,10 @@ def _check_kv_scales(k_pool: torch.Tensor, v_pool: torch.Tensor, k_scale: torch.
         if s.device != device:
             raise ValueError(f"{name} must be on {device} with q and the pools, got {s.device}")
     check_forward_only("paged attention", k_scale, v_scale, why="a scale requires grad")
-    if not INTERPRET and _capability(device) < (8, 9):
+    if not INTERPRET and capability(device) < (8, 9):
         raise ValueError(f"{FP8_DTYPE} pools need a GPU of compute capability 8.9 or later "
-                         f"(Triton's float8e4nv), got {_capability(device)} on {device}")
+                         f"(Triton's float8e4nv), got {capability(device)} on {device}")
     return k_scale, v_scale
-
-
-@functools.cache
-def _capability_of(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
-def _capability(device: torch.device) -> tuple[int, int]:
-    return _capability_of(device.index if device.index is not None
-                          else torch.cuda.current_device())
 
 
 def _check_scale_data(block_tables: torch.Tensor, context_lens: torch.Tensor,
