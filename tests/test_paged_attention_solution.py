@@ -95,6 +95,12 @@ def test_the_host_arithmetic_is_triton_s():
             assert kernels.cdiv(n, b) == triton.cdiv(n, b), (n, b)
 
 
+def test_decode_contiguous_takes_one_query_row_per_head():
+    q, k, v = make_qkv(1, 4, 2, 2, 40, 32, device=DEVICE)
+    with pytest.raises(ValueError, match=r"\(1, 4, 2, 32\)"):
+        pa.decode_contiguous(q, k, v, window=None, tau=32**-0.5)
+
+
 def test_the_split_workspace_is_kept_per_thread():
     # A split decode's partials go to a workspace kept for the next call of the same shape from
     # the same thread and stream (in order on the GPU); another shape or thread gets its own.

@@ -876,6 +876,8 @@ def decode_contiguous(
     'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d) or (B, Hq, 1, d);
     inputs checked by the caller (minimodel.attention). Returns (O, lse) shaped as q and as q
     less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1)."""
+    if not (q.dim() == 3 or (q.dim() == 4 and q.shape[2] == 1)):  # one query row per head
+        raise ValueError(f"q must be (B, Hq, d) or (B, Hq, 1, d), got shape {tuple(q.shape)}")
     _check_device_and_dtype(q, k, v)
     _check_head_dim(q.shape[-1])
     if num_splits is not None:
