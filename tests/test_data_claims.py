@@ -1426,3 +1426,24 @@ def test_launch_costs_stated():
     stated(LAB03B, "the later one on a faster host (its `torch.empty` took about two thirds of the "
                    "first run's)")
 
+
+
+# --- Lab 02: the exercise machinery on the GPU (data/gpu-tests-exercises-h200.log) --------------
+
+
+def test_exercises_pass_on_the_h200_within_eight_minutes():
+    """Lab 02's "Run the checks": the whole of tests/test_exercises.py passed on the H200 in the
+    time the workflow allows it (8 minutes), as the log written by scripts/gpu_suite.sh says."""
+    log = (ROOT / "data" / "gpu-tests-exercises-h200.log").read_text()
+    assert log.startswith("# pytest on the NVIDIA H200"), "not a scripts/gpu_suite.sh log"
+    assert "tree of commit " in log.splitlines()[0]
+    counts = [line for line in log.splitlines() if " in " in line and "passed" in line][-1]
+    assert "failed" not in counts and "error" not in counts and "skipped" not in counts, counts
+    passed = int(counts.split(" passed")[0].split()[-1])
+    wall = int(log.rsplit("# wall time: ", 1)[1].split(" s,")[0])
+    assert log.rstrip().endswith("exit status 0")
+    assert wall <= 8 * 60, f"{wall} s is past the 8 minutes"
+    stated(
+        "lab/02-flash-triton.md",
+        f"all {passed} of its tests passed, in {round(wall / 60)} minutes, within the 8",
+    )
