@@ -1,10 +1,11 @@
 """What one Triton launch costs the host on the machine it runs on, the largest share of a decode
 call's host time (Lab 03 part 2, "What a call costs the host"): the split decode's merge kernel
-(four tensors, fourteen ints) launched three ways, each timed by minimodel.timing.host_time_us:
+(four tensors, fourteen ints) launched four ways, each timed by minimodel.timing.host_time_us:
 through Triton's JIT, as the wrappers launch; the compiled kernel's launcher called directly with
-the same tensors; and with the tensors' addresses as ints, which the launcher passes on without
-asking the driver about each (cuPointerGetAttribute). Beside them, one torch.empty. Each direct
-launch is checked against the JIT's output first.
+the same tensors; with the tensors' addresses as ints, which the launcher passes on without
+asking the driver about each (cuPointerGetAttribute); and through minimodel.kernels.launch, the
+package's launch (the compiled launcher under a key of Triton's own specialisations). Beside
+them, one torch.empty. Each launch but the JIT's is checked against the JIT's output first.
 
     MINIMODEL_COMMIT=<hash> python -m bench.launch_costs --out data/launch-costs-h200.json
 """
@@ -12,6 +13,7 @@ launch is checked against the JIT's output first.
 import torch
 
 from bench.core import arguments, environment, error, save
+from minimodel.kernels import launch
 from minimodel.paged_attention import _merge_splits
 from minimodel.timing import host_time_us
 
@@ -35,23 +37,26 @@ def main() -> None:
     stream = torch.cuda.current_stream().cuda_stream
 
     # grid, stream, the compiled function and its metadata; no launch metadata, enter or exit hook
-    launch = (b * hq, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None)
+    head = (b * hq, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None)
 
     def direct(pointers):
-        return lambda: kernel.run(*launch, *pointers, *ints, *constexprs)
+        return lambda: kernel.run(*head, *pointers, *ints, *constexprs)
 
     calls = {
         "jit": jit,
         "direct_tensors": direct(tensors),
         "direct_ints": direct([t.data_ptr() for t in tensors]),
+        "minimodel_launch": lambda: launch(
+            _merge_splits, (b * hq,), *tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, num_warps=4
+        ),
         "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda"),
     }
     host_us, errors = {}, {}
     for name, fn in calls.items():
         try:
-            if name.startswith("direct"):
+            if name != "jit" and name != "torch_empty":
                 o.zero_(), lse.zero_()
-                fn()
+                fn(), fn()  # launch's first call under a key is the JIT's; its second is not
                 torch.cuda.synchronize()
                 if not (torch.equal(o, want[0]) and torch.equal(lse, want[1])):
                     raise RuntimeError("output differs from the JIT launch's")

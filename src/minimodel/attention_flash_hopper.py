@@ -30,6 +30,7 @@ from minimodel.kernels import (
     capability,
     cdiv,
     check_forward_only,
+    launch,
     num_sms,
     padded_width,
     tma_layout,
@@ -444,7 +445,8 @@ def flash_attention_hopper(
     n_items = n_m * b * hq
     pairs = cdiv(n_items, 2)
     grid = (min(pairs, num_sms(q.device)) if persistent else pairs,)
-    _attn_fwd_ws[grid](
+    launch(
+        _attn_fwd_ws, grid,
         _descriptor(q, BLOCK_M // 2, head_dim), _descriptor(k, BLOCK_N, head_dim),
         _descriptor(v, BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim), lse,
         tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32

@@ -1,7 +1,7 @@
 # ~/~ begin <<docs/gpu-primer.md#src/minimodel/kernels.py>>[init]
 """What the kernel modules share: the interpreter switch, constants, dtypes, input checks, the SM
-count, the TMA's layout helpers and the key range of a query tile (Triton's; the Gluon kernel has
-its twin, the byte model its Python copy).
+count, a lighter launch, the TMA's layout helpers and the key range of a query tile (Triton's;
+the Gluon kernel has its twin, the byte model its Python copy).
 
 Tangled from docs/gpu-primer.md (the TMA helpers and the key range from
 docs/lab/02-flash-triton.md); edit the pages, not this file.
@@ -13,12 +13,15 @@ import os
 import torch
 import triton
 import triton.language as tl
+from triton import knobs
+from triton._C.libtriton import native_specialize_impl as _specialize  # the JIT's own rule
+from triton.runtime import driver
 
 from minimodel.checks import check_int  # the kernels' integer arguments: checked as everywhere
 
 __all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "capability", "cdiv",
-           "check_forward_only", "check_int", "key_range", "next_power_of_2", "num_sms",
-           "padded_width", "tma_layout", "tma_ready", "tma_strides"]
+           "check_forward_only", "check_int", "key_range", "launch", "next_power_of_2",
+           "num_sms", "padded_width", "tma_layout", "tma_ready", "tma_strides"]
 
 # ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
 # Read when this module is imported, like triton itself reads it: set it before importing.
@@ -74,6 +77,55 @@ def cdiv(a: int, b: int) -> int:
 def next_power_of_2(n: int) -> int:
     """The smallest power of two >= n, for n >= 0 (0 for n = 0, as triton's)."""
     return 1 << (n - 1).bit_length() if n > 0 else 0
+# ~/~ end
+
+
+# ~/~ begin <<docs/gpu-primer.md#kernels-launch>>[init]
+# Triton versions whose compiled-kernel launcher `launch` calls directly (tested on the H200)
+DIRECT_LAUNCH_TRITON = ("3.6",)
+_DIRECT = triton.__version__.rsplit(".", 1)[0] in DIRECT_LAUNCH_TRITON and not INTERPRET
+_COMPILED: dict[tuple, tuple] = {}  # launch key -> (launcher, function, metadata, constexprs)
+
+
+@functools.cache
+def _backend(device: int):
+    """Triton's compiler backend for a device: the `backend` its specialisation function takes."""
+    from triton.compiler import make_backend
+    with torch.cuda.device(device):
+        return make_backend(driver.active.get_current_target())
+
+
+def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
+    """kernel[grid](*args, **meta), launched through the compiled kernel's launcher once the key
+    (kernel, device, meta, the specialisation of each of args) has been seen: see the GPU
+    primer. args are the kernel's runtime parameters in order, meta its constexprs (all of
+    them) and launch options."""
+    if not _DIRECT or knobs.runtime.launch_enter_hook is not None:
+        kernel[grid](*args, **meta)
+        return
+    device = driver.active.get_current_device()
+    backend = _backend(device)
+    key = (kernel, device, *meta.items(),
+           *[_specialize(backend, a, False, True, True) for a in args])
+    hit = _COMPILED.get(key)
+    if hit is None:
+        params = kernel.params
+        if len(args) > len(params) or any(p.is_constexpr for p in params[:len(args)]) or any(
+                not p.is_constexpr or p.name not in meta for p in params[len(args):]):
+            raise TypeError(
+                f"launch({kernel.fn.__name__}) takes its {sum(not p.is_constexpr for p in params)}"
+                f" runtime arguments by position, then every constexpr by name; got "
+                f"{len(args)} positional and {sorted(meta)}")
+        compiled = kernel[grid](*args, **meta)  # compiles (or finds) the kernel, and launches
+        _COMPILED[key] = (compiled.run, compiled.function, compiled.packed_metadata,
+                          tuple(meta[p.name] for p in params[len(args):]))
+        return
+    run, function, metadata, constants = hit
+    gx, gy, gz = (*grid, 1, 1)[:3]
+    # no launch metadata and no enter or exit hook: the JIT passes None for all three likewise
+    # when no hook is set
+    run(gx, gy, gz, driver.active.get_current_stream(device), function, metadata, None, None,
+        None, *args, *constants)
 # ~/~ end
 
 

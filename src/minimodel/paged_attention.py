@@ -23,6 +23,7 @@ from minimodel.kernels import (
     check_forward_only,
     check_int,
     key_range,
+    launch,
     next_power_of_2,
     num_sms,
 )
@@ -936,7 +937,8 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
     # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
-    _paged_decode_fwd[(b * n_kv_heads, num_splits)](
+    launch(
+        _paged_decode_fwd, (b * n_kv_heads, num_splits),
         q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
         q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
@@ -949,7 +951,8 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if num_splits > 1:
-        _merge_splits[(b * hq,)](
+        launch(
+            _merge_splits, (b * hq,),
             o_dst, lse_dst, o, lse, num_splits, hq,
             *o_dst.stride(), *lse_dst.stride(), o.stride(0), o.stride(1), o.stride(-1),
             lse.stride(0), lse.stride(1),
@@ -1085,7 +1088,8 @@ def _prefill(q, k_pool, v_pool, block_tables, context_lens, query_start_loc, *, 
     # At least one program per (sequence, head): each also checks its offsets and length, and
     # walks every tile of its chunk however few rows max_query_len promised.
     grid = (min(max(1, cdiv(max_query_len, cfg.block_m)), MAX_GRID_X), b * hq)
-    _paged_prefill_fwd[grid](
+    launch(
+        _paged_prefill_fwd, grid,
         q, k_pool, v_pool, block_tables, context_lens, query_start_loc, o, lse,
         error_flags,  # None without HAS_ERR: never written then
         tau * LOG2E, window or 0, hq, hq // n_kv_heads, total_q, k_pool.shape[0],
