@@ -43,6 +43,19 @@ def test_launch_keeps_tritons_specialisation():
 
 
 @pytest.mark.gpu
+def test_launch_leaves_a_profilers_hook_to_the_jit():
+    x, seen = torch.ones(16, device="cuda"), []
+    hook = seen.append  # called with the launch's metadata, by the JIT's path only
+    triton.knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        for _ in range(2):
+            kernels.launch(_scale_kernel, (1,), x, torch.empty_like(x), 16, 0.5, BLOCK=64)
+    finally:
+        triton.knobs.runtime.launch_enter_hook.remove(hook)
+    assert len(seen) == 2
+
+
+@pytest.mark.gpu
 def test_launch_refuses_a_constexpr_by_position():
     x = torch.ones(16, device="cuda")
     with pytest.raises(TypeError, match="every constexpr by name"):

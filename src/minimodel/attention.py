@@ -275,14 +275,15 @@ class KernelPagedKVCache(PagedKVCache):
                              f"too, got {q.device}, {k.device}, {v.device} and {positions.device}"
                              " (the model and its inputs on the cache's device)")
         args = (q, k, v, self.k, self.v, layer, positions, self.block_tables, self.error_flags,
-                c.window, self.k_scale, self.v_scale)
+                c.window)
         if torch.compiler.is_compiling():  # one node that writes the pools in place
-            o = _paged_cache_attend_op(*args)
+            o = (_paged_cache_attend_op(*args) if self.k_scale is None
+                 else _paged_cache_attend_fp8_op(*args, self.k_scale, self.v_scale))
         else:
             if self._owner.get(b) is not self:  # host objects: no sync (not traced: a guard)
                 raise ValueError(f"a later select of {b} rows has replaced this view's block "
                                  "tables: select again")
-            o = _paged_cache_attend(*args)
+            o = _paged_cache_attend(*args, self.k_scale, self.v_scale)
         return o.transpose(1, 2)
 
     def commit(self, positions: torch.Tensor) -> None:
@@ -368,26 +369,46 @@ def _paged_cache_attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cac
     return o.view(b, n, hq, d)
 
 
+# Two operators, not one with optional scales: an optional tensor among the mutated arguments,
+# passed as None, fails torch 2.11's fake-tensor run of the op (seen on the H200).
 @torch.library.custom_op("minimodel::paged_cache_attend",
+                         mutates_args=("k_cache", "v_cache", "error_flags"))
+def _paged_cache_attend_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                           k_cache: torch.Tensor, v_cache: torch.Tensor, layer: int,
+                           positions: torch.Tensor, block_tables: torch.Tensor,
+                           error_flags: torch.Tensor, window: int | None) -> torch.Tensor:
+    """torch.ops.minimodel.paged_cache_attend: one layer of a KernelPagedKVCache step as one
+    operator that writes the pools (all layers', (L, num_blocks, block_size, Hkv, d)) and ORs
+    the error flags in place, so torch.compile records it whole. Returns (B, n, Hq, d)."""
+    return _paged_cache_attend(q, k, v, k_cache, v_cache, layer, positions, block_tables,
+                               error_flags, window)
+
+
+@torch.library.custom_op("minimodel::paged_cache_attend_fp8",
                          mutates_args=("k_cache", "v_cache", "error_flags", "k_scale_cache",
                                        "v_scale_cache"))
-def _paged_cache_attend_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                          k_cache: torch.Tensor, v_cache: torch.Tensor, layer: int,
-                          positions: torch.Tensor, block_tables: torch.Tensor,
-                          error_flags: torch.Tensor, window: int | None,
-                          k_scale_cache: torch.Tensor | None = None,
-                          v_scale_cache: torch.Tensor | None = None) -> torch.Tensor:
-    """torch.ops.minimodel.paged_cache_attend: one layer of a KernelPagedKVCache step as one
-    operator that writes the pools (all layers', (L, num_blocks, block_size, Hkv, d)), their
-    scales if the pools are 8-bit, and ORs the error flags in place, so torch.compile records
-    it whole. Returns (B, n, Hq, d)."""
+def _paged_cache_attend_fp8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                               k_cache: torch.Tensor, v_cache: torch.Tensor, layer: int,
+                               positions: torch.Tensor, block_tables: torch.Tensor,
+                               error_flags: torch.Tensor, window: int | None,
+                               k_scale_cache: torch.Tensor,
+                               v_scale_cache: torch.Tensor) -> torch.Tensor:
+    """torch.ops.minimodel.paged_cache_attend_fp8: paged_cache_attend on 8-bit pools, which
+    also writes the new tokens' scales."""
     return _paged_cache_attend(q, k, v, k_cache, v_cache, layer, positions, block_tables,
                                error_flags, window, k_scale_cache, v_scale_cache)
 
 
 @_paged_cache_attend_op.register_fake
 def _paged_cache_attend_fake(q, k, v, k_cache, v_cache, layer, positions, block_tables,
-                             error_flags, window, k_scale_cache=None, v_scale_cache=None):
+                             error_flags, window):
+    b, hq, n, d = q.shape
+    return q.new_empty((b, n, hq, d))
+
+
+@_paged_cache_attend_fp8_op.register_fake
+def _paged_cache_attend_fp8_fake(q, k, v, k_cache, v_cache, layer, positions, block_tables,
+                                 error_flags, window, k_scale_cache, v_scale_cache):
     b, hq, n, d = q.shape
     return q.new_empty((b, n, hq, d))
 # ~/~ end
