@@ -1447,3 +1447,83 @@ def test_exercises_pass_on_the_h200_within_eight_minutes():
         "lab/02-flash-triton.md",
         f"all {passed} of its tests passed, in {round(wall / 60)} minutes, within the 8",
     )
+
+
+# --- Lab 05: the exam's errors past a quarter, explained (data/exam-h200.json) ------------------
+
+EXAM = "lab/05-exam.md"
+
+
+@cache
+def exam_run() -> tuple[dict, dict]:
+    """(predicted case by (function, case), measured µs by (case, impl)) of the committed run."""
+    pred = json.loads((ROOT / "data" / "exam-predictions.json").read_text())
+    run = json.loads((ROOT / "data" / "exam-h200.json").read_text())
+    assert not run["smoke"]
+    cases = {(c["function"], c["case"]): c for c in pred["cases"]}
+    us = {(r["case"], r["impl"]): r["us"] for r in run["cases"] if "us" in r}
+    return cases, us
+
+
+def exam_copy_rate() -> float:
+    rates = json.loads((ROOT / "data" / "exam-h200.json").read_text())["copy_bytes_per_s"]
+    return sum(rates) / len(rates)
+
+
+def test_exam_fp8_error_and_its_profile():
+    cases, us = exam_run()
+    fp8, fp16 = cases[("fp8_kv_decode", "fp8")], cases[("fp8_kv_decode", "fp16")]
+    assert abs(us[("fp16", "ours")] / fp16["time_us"] - 1) <= 0.25  # "within a quarter"
+    assert us[("fp8", "ours")] / fp8["time_us"] > 2  # "several times its own"
+    text = (ROOT / "data" / "ncu-fp8-decode-h200.txt").read_text()
+    first = text[: text.index("  _merge_splits (")]  # the 8-bit decode kernel's own sections
+
+    def metric(name: str) -> float:
+        line = next(ln for ln in first.splitlines() if ln.strip().startswith(name))
+        return float(line.split()[-1].replace(",", ""))
+
+    assert metric("Registers Per Thread") == 255  # "every register a thread may hold"
+    assert metric("Theoretical Occupancy") == 12.5  # "an eighth of the warps"
+    assert 25 < metric("DRAM Throughput") < 40  # "DRAM busy a third of the time"
+    assert "ALU is the highest-utilized pipeline" in first  # "the integer pipe the busiest"
+    stated(EXAM, "every register a thread may hold in use, an eighth of the warps an SM can keep, "
+                 "DRAM busy a third of the time and the integer pipe the busiest")
+
+
+def test_exam_verification_flat_in_k():
+    cases, us = exam_run()
+    for impl in ("ours", "sdpa_cudnn"):
+        times = [us[(f"k{k}", impl)] for k in (2, 4, 8)]
+        assert max(times) / min(times) < 1.05, times  # "the same time whatever k"
+        for k, t in zip((2, 4, 8), times, strict=True):
+            assert t / cases[("verification", f"k{k}")]["time_us"] > 4  # "over four times"
+    # (a): the padded tiles' work at our prefill kernel's rate of this run is close to the time
+    prefill = cases[("mixed_batch", "prefill")]
+    rate = prefill["flops"] / (us[("prefill", "ours")] * 1e-6)
+    k2 = cases[("verification", "k2")]
+    padded = k2["flops"] * 64 / 2  # 64-row tiles, 2 real rows each
+    assert 0.75 < padded / rate / (us[("k2", "ours")] * 1e-6) < 1.25
+    assert us[("k2", "sdpa_cudnn")] >= us[("k2", "ours")]  # "no faster here"
+    stated(EXAM, "Ours and cuDNN's take the same time whatever k, over four times the prediction")
+
+
+def test_exam_mixed_prefill_at_half_cudnns_rate():
+    cases, us = exam_run()
+    flops = cases[("mixed_batch", "prefill")]["flops"]
+    ours, cudnn = (flops / us[("prefill", impl)] / 1e6 for impl in ("ours", "sdpa_cudnn"))
+    assert 0.4 < ours / cudnn < 0.6  # "about half"
+    predicted = cases[("mixed_batch", "prefill")]["time_us"]
+    assert abs(us[("prefill", "sdpa_cudnn")] / predicted - 1) < 0.1  # "cuDNN nearly reaches"
+    assert us[("mixed", "ours")] > us[("apart", "ours")]  # "slower still than the two apart"
+    stated(EXAM, f"({ours:.0f} against {cudnn:.0f} TFLOP/s in this run)")
+
+
+def test_exam_mqa_at_half_the_copy_rate():
+    cases, us = exam_run()
+    copy = exam_copy_rate()
+    mqa, gqa = cases[("mqa_decode", "mqa")], cases[("mqa_decode", "gqa8")]
+    rates = [mqa["bytes"] / (us[("mqa", impl)] * 1e-6) / copy for impl in ("ours", "sdpa_cudnn")]
+    assert abs(rates[0] / rates[1] - 1) < 0.02 and all(0.4 < r < 0.6 for r in rates), rates
+    assert gqa["bytes"] / (us[("gqa8", "ours")] * 1e-6) / copy > 0.95  # "reaches the copy rate"
+    assert abs(us[("gqa8", "ours")] / gqa["time_us"] - 1) <= 0.25  # "and its prediction"
+    stated(EXAM, "Ours and cuDNN's take the same time, at about half the copy rate")
