@@ -112,7 +112,8 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
         return
     device = driver.active.get_current_device()
     backend = _backend(device)
-    key = (kernel, device, *meta.items(),
+    # id(kernel), not the kernel: a JITFunction hashes its source's hash at every call
+    key = (id(kernel), device, *meta.items(),
            *[_specialize(backend, a, False, True, True) for a in args])
     hit = _COMPILED.get(key)
     if hit is None:
