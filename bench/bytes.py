@@ -211,12 +211,13 @@ def _case_marker(x_ptr):
     tl.store(x_ptr + tl.program_id(0), 1)
 
 
-def child(sidecar: Path, pins_path: str) -> None:
-    """Runs under ncu: every case once, alone between cudaProfilerStart/Stop, after its marker."""
+def child(sidecar: Path, pins_path: str, ids: str = "-") -> None:
+    """Runs under ncu: every case (or those of the comma-separated `ids`) once, alone between
+    cudaProfilerStart/Stop, after its marker."""
     pins = json.loads(Path(pins_path).read_text()) if pins_path != "-" else {}
     buf = torch.zeros(1, device="cuda", dtype=torch.int32)
     ran, errors = [], {}
-    for case in CASES:
+    for case in [c for c in CASES if ids == "-" or c.id in ids.split(",")]:
         try:
             with pinned(pins.get(case.id) if case.impl == "flash" else None), torch.no_grad():
                 fn = build(case)
@@ -286,8 +287,8 @@ def group(kernels: list[dict], ran: list[dict]) -> dict[str, list[dict]]:
     return {r["id"]: g for r, g in zip(ran, groups, strict=True)}
 
 
-def measure(out: Path, pins: str = "-", log=print) -> dict:
-    """Profile every case in both cache modes; write and return the data file's record."""
+def measure(out: Path, pins: str = "-", log=print, ids: str = "-") -> dict:
+    """Profile every case (or those of `ids`) in both cache modes; write and return the record."""
     ncu = find_ncu()
     record = {"environment": environment(), "cases": {}, "errors": {}, "commands": {}}
     for mode in MODES:
@@ -303,6 +304,7 @@ def measure(out: Path, pins: str = "-", log=print) -> dict:
                 "--child",
                 str(sidecar),
                 pins,
+                ids,
             ]
             done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             log_text = done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
@@ -344,7 +346,7 @@ def smoke() -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        return child(Path(sys.argv[2]), sys.argv[3])
+        return child(Path(sys.argv[2]), *sys.argv[3:])
     parser = arguments(__doc__, DATA / "bytes-h200.json", smoke="tiny shapes, in the interpreter")
     parser.add_argument("--pins", default="-", help="JSON {case id: Flash tile configuration}")
     args = parser.parse_args()

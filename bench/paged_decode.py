@@ -309,10 +309,12 @@ def show(what: str, recs: list[dict], rate: str = "gb_per_s") -> None:
     print(f"{what}: eager/graph {rate}: " + ", ".join(rates), flush=True)
 
 
-def sweep(out) -> None:
-    """Decode tiles (BLOCK_N, warps, stages) and prefill tiles on two shapes each."""
+def sweep(out, quick: bool = False) -> None:
+    """Decode tiles (BLOCK_N, warps, stages) and prefill tiles on two shapes each (quick: the
+    first shape and two tiles of each)."""
     records, orig_d, orig_p = [], paged_attention.decode_config, paged_attention.prefill_config
-    for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072)):
+    cut = 2 if quick else None
+    for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072))[: 1 if quick else None]:
         for c in [
             (32, 4, 3),
             (64, 4, 3),
@@ -322,13 +324,13 @@ def sweep(out) -> None:
             (128, 4, 3),
             (128, 8, 3),
             (32, 4, 5),
-        ]:
+        ][:cut]:
             paged_attention.decode_config = lambda *a, c=c: paged_attention.DecodeConfig(*c)
             recs = bench_decode(case, ["paged_bs16", "contiguous"], 1)
             records += [{**r, "config": list(c)} for r in recs]
             show(f"{case.group} {case.ctx} {c}", recs)
     paged_attention.decode_config = orig_d
-    for c in [(128, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]:
+    for c in [(128, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)][:cut]:
         paged_attention.prefill_config = lambda *a, c=c: paged_attention.PrefillConfig(*c)
         recs = [
             r
@@ -354,7 +356,7 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains every refusal
     t0 = time.time()
     if args.sweep:
-        return sweep(args.out)
+        return sweep(args.out, args.quick)
     record = {
         "environment": environment(),
         "timing": "triton.testing.do_bench medians (its 256 MB buffer write between runs evicts "
@@ -373,11 +375,12 @@ def main() -> None:
         record["decode"] += (recs := bench_decode(case, DECODE_IMPLS, args.rounds))
         save(args.out, record)  # after every case: a run cut short still leaves its data
         show(str(case), recs)
-    for case, counts in (
+    splits = [
         (Decode("b64", 64, 4096), [1, 2, 3, 4, 8]),
         (Decode("b1", 1, 131072), [8, 16, 33, 66, 132, 256]),
         (Decode("b1", 1, 32768), [8, 16, 33, 66, 128]),
-    ):
+    ]
+    for case, counts in splits[: 1 if args.quick else None]:
         record["splits"] += (recs := bench_splits(case, counts))
         save(args.out, record)
         show(f"splits {case}", recs)
