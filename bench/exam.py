@@ -269,8 +269,7 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     b, nk_max = len(seqs), max(nk for _, nk in seqs)
     lens = [nk for _, nk in seqs]
 
-    def rand(*shape):
-        return randn(*shape, generator=gen, device=device)
+    rand = lambda *shape: randn(*shape, generator=gen, device=device)
 
     k, v = rand(b, case.hkv, nk_max, case.d), rand(b, case.hkv, nk_max, case.d)
     impls: dict[str, dict] = {}
@@ -279,7 +278,7 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     if case.run == "attention":
         nq = seqs[0][0]
         q = rand(b, case.hq, nq, case.d)
-        fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)  # noqa: E731
+        fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)
         r = min(nq, 64)
 
         def check(out):
@@ -290,12 +289,8 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
 
         api = "minimodel.attention, contiguous tensors"
         if case.window is None:
-            anchor = (
-                lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1),
-                "SDPA cuDNN, contiguous, enable_gqa"
-                if case.hq != case.hkv
-                else "SDPA cuDNN, contiguous",
-            )
+            what = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
+            anchor = (lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1), what)
     elif case.run == "paged_decode":
         q = rand(b, case.hq, case.d)
         kp, vp, table = to_pools(k, v, lens)
@@ -307,32 +302,17 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
                 return {"ours": {"skipped": why}}
             (kp, ks), (vp, vs) = quantize_e4m3(kp), quantize_e4m3(vp)
             kw = {"k_scale": ks, "v_scale": vs}
-        fn = lambda: paged_decode(
-            q,
-            kp,
-            vp,
-            table,
-            lens_t,  # noqa: E731
-            max_context_len=max(lens),
-            **kw,
-        )
+        fn = lambda: paged_decode(q, kp, vp, table, lens_t, max_context_len=max(lens), **kw)
 
         def keys(pool, scale, i):  # the cache the kernel reads, dequantised for the reference
-            return from_pool(
-                pool.float() if scale is None else pool.float() * scale[..., None],
-                table,
-                i,
-                lens[i],
-            )
+            pool = pool.float() if scale is None else pool.float() * scale[..., None]
+            return from_pool(pool, table, i, lens[i])
 
         def check(out):
+            ks, vs = kw.get("k_scale"), kw.get("v_scale")
             return max(
                 reference_error(
-                    out[i, :, None],
-                    q[i, :, None],
-                    keys(kp, kw.get("k_scale"), i),
-                    keys(vp, kw.get("v_scale"), i),
-                    case,
+                    out[i, :, None], q[i, :, None], keys(kp, ks, i), keys(vp, vs, i), case
                 )
                 for i in sorted({0, b - 1})
             )
@@ -354,32 +334,17 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
         for n in rows:
             starts.append(starts[-1] + n)
         starts_t = torch.tensor(starts, dtype=torch.int32, device=device)
+        masks = {"causal": case.causal, "window": case.window}
         fn = lambda: paged_prefill(
-            q,
-            kp,
-            vp,
-            table,
-            lens_t,
-            starts_t,  # noqa: E731
-            max_query_len=max(rows),
-            causal=case.causal,
-            window=case.window,
+            q, kp, vp, table, lens_t, starts_t, max_query_len=max(rows), **masks
         )
 
         def check(out):
             errs = []
             for i in sorted({0, b - 1}):
-                r = min(rows[i], 64)
-                sl = slice(starts[i + 1] - r, starts[i + 1])
-                errs.append(
-                    reference_error(
-                        out[sl].transpose(0, 1),
-                        q[sl].transpose(0, 1),
-                        k[i, :, : lens[i]],
-                        v[i, :, : lens[i]],
-                        case,
-                    )
-                )
+                sl = slice(starts[i + 1] - min(rows[i], 64), starts[i + 1])
+                o, qi = out[sl].transpose(0, 1), q[sl].transpose(0, 1)
+                errs.append(reference_error(o, qi, k[i, :, : lens[i]], v[i, :, : lens[i]], case))
             return max(errs)
 
         api = f"paged_prefill, blocks of {BLOCK_SIZE}, random order, fast path"
@@ -407,15 +372,10 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     if device.type != "cuda":
         impls["sdpa_cudnn"] = {"skipped": "SDPA's cuDNN backend needs a CUDA GPU"}
     elif anchor is None:
-        impls["sdpa_cudnn"] = {
-            "skipped": (
-                "SDPA has no sliding window"
-                if case.window
-                else "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
-                if case.kv_dtype == FP8
-                else "SDPA takes no batch of sequences of different lengths: see prefill and decode"
-            )
-        }
+        why = "SDPA takes no batch of sequences of different lengths: see prefill and decode"
+        if case.kv_dtype == FP8:
+            why = "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
+        impls["sdpa_cudnn"] = {"skipped": "SDPA has no sliding window" if case.window else why}
     else:
         fn_a, what = anchor
         try:
@@ -462,12 +422,8 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
     recs = []
     for case, impls in built.items():
         for impl, entry in impls.items():
-            rec = {
-                "function": function,
-                "case": case,
-                "impl": impl,
-                **{k: val for k, val in entry.items() if k != "fn"},
-            }
+            rec = {"function": function, "case": case, "impl": impl}
+            rec |= {k: val for k, val in entry.items() if k != "fn"}
             if "max_err" in rec:
                 rec["check"] = "ok" if rec["max_err"] <= CHECK_TOL else "FAILED"
                 rec["us_runs"] = []
@@ -500,11 +456,8 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
     record = {
         "environment": environment(),
         "smoke": smoke,
-        "predictions": {
-            "file": "data/exam-predictions.json",
-            "commit": key["commit"],
-            "date": key["date"],
-        },
+        "predictions": {"file": "data/exam-predictions.json"}
+        | {k: key[k] for k in ("commit", "date")},
         "timing": "us: median over rounds of bench.core.time_ms(fn, graph=True) (a CUDA graph "
         "replayed: GPU time, no host time), every implementation of a variant in turns"
         if device.type == "cuda"
@@ -522,7 +475,7 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         start = time.perf_counter()
         recs = measure_variant([c for c in cases if c.function == function], device, rounds)
         record["cases"] += recs
-        said = [
+        said = "; ".join(
             f"{r['case']} {r['impl']} "
             + (
                 f"{r['us']:,.1f} us"
@@ -530,12 +483,9 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
                 else r.get("skipped") or r.get("error") or r["check"]
             )
             for r in recs
-        ]
-        print(
-            f"[{i}/{len(functions)}] {function} ({time.perf_counter() - start:.0f} s): "
-            + "; ".join(said),
-            flush=True,
         )
+        took = time.perf_counter() - start
+        print(f"[{i}/{len(functions)}] {function} ({took:.0f} s): {said}", flush=True)
     if device.type == "cuda":
         record["copy_bytes_per_s"].append(copy_rate())
     return record
@@ -545,17 +495,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--predict",
-        action="store_true",
-        help=f"write the course's predictions ({PREDICTIONS.relative_to(ROOT)})",
-    )
-    parser.add_argument(
-        "--measure",
-        action="store_true",
-        help=f"run the cases ({MEASURED.relative_to(ROOT)}; with --smoke: tiny "
-        "shapes, --out required)",
-    )
+    predict, measured = (f.relative_to(ROOT) for f in (PREDICTIONS, MEASURED))
+    parser.add_argument("--predict", action="store_true", help=f"write {predict}")
+    parser.add_argument("--measure", action="store_true", help=f"run the cases ({measured})")
     parser.add_argument("--smoke", action="store_true", help="with --measure: tiny shapes")
     parser.add_argument("--only", help="with --measure: one variant, by its function's name")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
