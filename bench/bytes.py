@@ -160,12 +160,8 @@ def probe(case: Case, fn) -> dict:
     if case.impl == "flash":
         fn()
         c = _attn_fwd_tuned.best_config
-        return {
-            "block_m": c.kwargs["BLOCK_M"],
-            "block_n": c.kwargs["BLOCK_N"],
-            "num_warps": c.num_warps,
-            "num_stages": c.num_stages,
-        }
+        tiles = {"block_m": c.kwargs["BLOCK_M"], "block_n": c.kwargs["BLOCK_N"]}
+        return tiles | {"num_warps": c.num_warps, "num_stages": c.num_stages}
     if case.impl not in ("decode", "paged"):
         fn()
         return {}
@@ -295,17 +291,8 @@ def measure(out: Path, pins: str = "-", log=print, ids: str = "-") -> dict:
         sidecar, t0 = out.parent / f".bytes-{mode}.json", time.time()
         for metrics in [METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]:
             options = [*OPTIONS, *MODES[mode].split(), "--metrics", ",".join(metrics)]
-            cmd = [
-                ncu,
-                *options,
-                sys.executable,
-                "-m",
-                "bench.bytes",
-                "--child",
-                str(sidecar),
-                pins,
-                ids,
-            ]
+            cmd = [ncu, *options, sys.executable, "-m", "bench.bytes", "--child", str(sidecar)]
+            cmd += [pins, ids]
             done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             log_text = done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
             (out.parent / f"ncu-{mode}.log").write_text(log_text)
@@ -323,10 +310,8 @@ def measure(out: Path, pins: str = "-", log=print, ids: str = "-") -> dict:
         for r in side["ran"]:
             record["cases"].setdefault(r["id"], {"params": r["params"]})[mode] = grouped[r["id"]]
         record["errors"].update({f"{k} ({mode})": v for k, v in side["errors"].items()})
-        log(
-            f"ncu --cache-control {mode}: {len(side['ran'])} cases, {len(side['errors'])} failed, "
-            f"{time.time() - t0:.0f} s, passes {passes}"
-        )
+        counts = f"{len(side['ran'])} cases, {len(side['errors'])} failed"
+        log(f"ncu --cache-control {mode}: {counts}, {time.time() - t0:.0f} s, passes {passes}")
     out.write_text(json.dumps(record, indent=1) + "\n")
     return record
 
