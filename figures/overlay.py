@@ -35,20 +35,15 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
             continue
         f = flops(case)
         i_model = f / sum(k["read"] + k["write"] for k in model(case, entry["params"]).values())
-        out.append(
-            {
-                "case": case,
-                "label": f"{LABEL[case.impl]} {case.heads}",
-                "flops": f,
-                "i_model": i_model,
-                "rate_model": roof.attainable(i_model, head_dim=case.d),
-                "i_meas": f / dram_bytes(entry["all"]),
-                "rate_meas": f / entry["device_s"],
-                "call_rate": f / entry["call_s"],
-                "device_s": entry["device_s"],
-                "call_s": entry["call_s"],
-            }
-        )
+        rate_model = roof.attainable(i_model, head_dim=case.d)
+        point = {"case": case, "label": f"{LABEL[case.impl]} {case.heads}", "flops": f}
+        point |= {
+            "i_model": i_model,
+            "rate_model": rate_model,
+            "i_meas": f / dram_bytes(entry["all"]),
+        }
+        point |= {"rate_meas": f / entry["device_s"], "call_rate": f / entry["call_s"]}
+        out.append(point | {"device_s": entry["device_s"], "call_s": entry["call_s"]})
     return out, missing
 
 
@@ -58,13 +53,8 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
     say which is which."""
     groups: list[list[tuple]] = []
     for x, y, p in marks:
-        near = (
-            g
-            for g in groups
-            if g[0][2]["case"].phase == p["case"].phase
-            and abs(x / g[0][0] - 1) < 0.03
-            and abs(y / g[0][1] - 1) < 0.03
-        )
+        close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < 0.03 and abs(y / g[0][1] - 1) < 0.03
+        near = (g for g in groups if g[0][2]["case"].phase == p["case"].phase and close(g))
         if (g := next(near, None)) is not None:
             g.append((x, y, p))
         else:
@@ -106,47 +96,36 @@ def figure(pts: list[dict], anchor: int) -> bytes:
         ax.plot(*meas_xy, m, color=c, markersize=size)
     rates = [p[k] / 1e12 for p in pts for k in ("rate_model", "rate_meas")]
     minigpt = " (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""
+    title = f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}"
     ax.set(
         xscale="log",
         yscale="log",
         xlim=(lo, hi),
         ylim=(min(rates) / 4, roof.peak_flops / 1e12 * 2.5),
-        xlabel="arithmetic intensity (FLOP/byte)",
-        ylabel="TFLOP/s",
-        title=f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}",
     )
+    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title)
     ax.grid(True, which="both", alpha=0.3)
     key = lambda **kw: Line2D([], [], **kw)  # a legend entry
-    handles = [
-        key(
-            color=color,
-            label=f"{roof.name}: {roof.peak_flops / 1e12:.0f} TFLOP/s, "
-            f"{roof.bandwidth / 1e12:.2f} TB/s",
-        ),
-        key(color=color, ls="--", label=f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s"),
-        key(ls="", marker="o", color="0.3", label="prefill"),
-        key(ls="", marker="s", color="0.3", label="decode (B = 64)"),
-        key(
-            ls="",
-            marker="o",
-            markerfacecolor="white",
-            markeredgecolor="0.3",
-            label="model: roofline.py bytes, attainable rate",
-        ),
-        key(ls="", marker="o", color="0.3", label="measured: ncu DRAM bytes, CUDA-graph time"),
-        *(
-            key(color=COLOR[k], label=LABEL[k] + (" (ours)" if k != "naive" else ""))
-            for k in OVERLAY_IMPLS
-        ),
-    ]
-    ax.legend(
-        handles=handles,
-        fontsize=7.5,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.1),
-        ncol=3,
-        frameon=False,
+    roofs = f"{roof.name}: {roof.peak_flops / 1e12:.0f} TFLOP/s, {roof.bandwidth / 1e12:.2f} TB/s"
+    handles = [key(color=color, label=roofs)]
+    handles.append(
+        key(color=color, ls="--", label=f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s")
     )
+    marks = [("o", "prefill"), ("s", "decode (B = 64)")]
+    handles += [key(ls="", marker=m, color="0.3", label=text) for m, text in marks]
+    model_text = "model: roofline.py bytes, attainable rate"
+    handles.append(
+        key(ls="", marker="o", markerfacecolor="white", markeredgecolor="0.3", label=model_text)
+    )
+    handles.append(
+        key(ls="", marker="o", color="0.3", label="measured: ncu DRAM bytes, CUDA-graph time")
+    )
+    handles += [
+        key(color=COLOR[k], label=LABEL[k] + (" (ours)" if k != "naive" else ""))
+        for k in OVERLAY_IMPLS
+    ]
+    where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
+    ax.legend(handles=handles, fontsize=7.5, **where)
     fig.tight_layout()
     labels = merge_coincident([(p["i_meas"], p["rate_meas"] / 1e12, p) for p in pts])
     boxes = _place_labels(ax, [(x, y) for x, y, _ in labels], [label for _, _, label in labels])
@@ -158,21 +137,13 @@ def table(pts: list[dict]) -> str:
     """I in FLOP/byte, rates in TFLOP/s; "of roof": the measured rate over the roof above the
     measured point; times per call, on the device (graph replay) and from Python."""
     roof = h200_measured()
-    body = [
-        [
-            LABEL[p["case"].impl],
-            p["case"].heads,
-            p["case"].phase,
-            f"{p['i_model']:,.1f}",
-            f"{p['rate_model'] / 1e12:,.1f}",
-            f"{p['i_meas']:,.1f}",
-            f"{p['rate_meas'] / 1e12:,.2f}",
-            f"{p['rate_meas'] / roof.attainable(p['i_meas'], head_dim=p['case'].d):.0%}",
-            f"{p['device_s'] * 1e6:,.1f}",
-            f"{p['call_s'] * 1e6:,.1f}",
-        ]
-        for p in pts
-    ]
+    body = []
+    for p in pts:
+        c, of_roof = p["case"], p["rate_meas"] / roof.attainable(p["i_meas"], head_dim=p["case"].d)
+        cells = [f"{p['i_model']:,.1f}", f"{p['rate_model'] / 1e12:,.1f}", f"{p['i_meas']:,.1f}"]
+        cells += [f"{p['rate_meas'] / 1e12:,.2f}", f"{of_roof:.0%}"]
+        times = [f"{p['device_s'] * 1e6:,.1f}", f"{p['call_s'] * 1e6:,.1f}"]
+        body.append([LABEL[c.impl], c.heads, c.phase, *cells, *times])
     header = "kernel | heads | phase | I model | roof | I meas. | TFLOP/s meas. | of roof"
     return markdown_table(f"{header} | device µs | call µs", body)
 
