@@ -41,6 +41,11 @@ def commit() -> str:
     return head + ("-dirty" if dirty else "")
 
 
+def now() -> str:
+    """The UTC date and time, to the second, as data files record it."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
 def environment(**extra: object) -> dict:
     """What produced a data file: device, library versions, threads, git commit, date."""
     # triton is imported here, not with this module: bench.exam's smoke run on a CPU must set
@@ -57,7 +62,7 @@ def environment(**extra: object) -> dict:
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
         "commit": commit(),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "date": now(),
         **extra,
     }
 

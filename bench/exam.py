@@ -30,7 +30,6 @@ is recorded as skipped, saying why. The device's copy rate is measured in the sa
 
 import argparse
 import dataclasses
-import datetime
 import inspect
 import json
 import os
@@ -42,7 +41,19 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.core import DATA, ROOT, commit, environment, error, in_blocks, randn, save, sdpa, time_ms
+from bench.core import (
+    DATA,
+    ROOT,
+    commit,
+    environment,
+    error,
+    in_blocks,
+    now,
+    randn,
+    save,
+    sdpa,
+    time_ms,
+)
 
 PREDICTIONS = DATA / "exam-predictions.json"
 MEASURED = DATA / "exam-h200.json"
@@ -96,34 +107,19 @@ CASES = [
 def predict_case(case: Case, roofs) -> dict:
     """FLOPs and compulsory bytes from minimodel.roofline, placed on the roofs: the time at the
     attainable rate, min(attention's compute roof at d, I beta)."""
-    from minimodel.roofline import (
-        arithmetic_intensity,
-        varlen_attention_flops,
-        varlen_attention_min_bytes,
-    )
+    from minimodel import roofline as r
 
-    flops = varlen_attention_flops(
+    flops = r.varlen_attention_flops(
         case.hq, case.d, case.seqs, causal=case.causal, window=case.window
     )
     fp8 = case.kv_dtype == FP8
-    nbytes = varlen_attention_min_bytes(
-        case.hq,
-        case.hkv,
-        case.d,
-        case.seqs,
-        kv_elem_bytes=1 if fp8 else None,
-        kv_scale_bytes=FP8_SCALE_BYTES if fp8 else 0,
-    )
-    intensity = arithmetic_intensity(flops, nbytes)
-    compute_roof = roofs.attention_roof(case.d)
-    return {
-        **dataclasses.asdict(case),
-        "flops": flops,
-        "bytes": nbytes,
-        "intensity": intensity,
-        "roof": "memory" if intensity * roofs.bandwidth <= compute_roof else "compute",
-        "time_us": flops / roofs.attainable(intensity, head_dim=case.d) * 1e6,
-    }
+    kv = {"kv_elem_bytes": 1 if fp8 else None, "kv_scale_bytes": FP8_SCALE_BYTES if fp8 else 0}
+    nbytes = r.varlen_attention_min_bytes(case.hq, case.hkv, case.d, case.seqs, **kv)
+    intensity = r.arithmetic_intensity(flops, nbytes)
+    roof = "memory" if intensity * roofs.bandwidth <= roofs.attention_roof(case.d) else "compute"
+    time_us = flops / roofs.attainable(intensity, head_dim=case.d) * 1e6
+    out = dataclasses.asdict(case) | {"flops": flops, "bytes": nbytes, "intensity": intensity}
+    return out | {"roof": roof, "time_us": time_us}
 
 
 def predict() -> dict:
@@ -132,13 +128,8 @@ def predict() -> dict:
 
     roofs = h200_roofs()
     return {
-        "roofs": {
-            "name": roofs.name,
-            "peak_flops": roofs.peak_flops,
-            "bandwidth": roofs.bandwidth,
-            "exp_rate": roofs.exp_rate,
-            "attention_roof": {str(d): roofs.attention_roof(d) for d in (64, 128)},
-        },
+        "roofs": {k: getattr(roofs, k) for k in ("name", "peak_flops", "bandwidth", "exp_rate")}
+        | {"attention_roof": {str(d): roofs.attention_roof(d) for d in (64, 128)}},
         "cases": [predict_case(case, roofs) for case in CASES],
     }
 
@@ -154,11 +145,7 @@ def provenance() -> dict:
 
 def write_predictions(out: Path) -> None:
     record = {
-        "environment": {
-            "commit": commit(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "inputs": provenance(),
-        },
+        "environment": {"commit": commit(), "date": now(), "inputs": provenance()},
         "model": "flops: minimodel.roofline.varlen_attention_flops (4 d Hq over the visible "
         "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
         "(queries read and outputs written once in fp16, every sequence's K and V read "
@@ -179,26 +166,23 @@ CHECK_TOL = 2e-2  # max |O - reference| for fp16 outputs of unit-variance inputs
 E4M3_MAX = 448.0  # the largest float8_e4m3fn
 
 # Tiny shapes of the same cases: the smoke run (CPU interpreter) that keeps this bench from rotting.
-SMOKE_SHAPES = {
-    "fp8_kv_decode": dict(hq=4, hkv=2, d=16, groups=((2, 1, 40),)),
-    "verification": lambda c: dict(hq=4, hkv=2, d=16, groups=((2, c.groups[0][1], 40),)),
-    "mixed_batch": lambda c: dict(
-        hq=4,
-        hkv=2,
-        d=16,
-        groups=tuple((1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups),
+SMALL = {"hq": 4, "hkv": 2, "d": 16}
+SMOKE_SHAPES = {  # function: the case's tiny shapes
+    "fp8_kv_decode": lambda c: SMALL | {"groups": ((2, 1, 40),)},
+    "verification": lambda c: SMALL | {"groups": ((2, c.groups[0][1], 40),)},
+    "mixed_batch": lambda c: (
+        SMALL | {"groups": tuple((1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups)}
     ),
-    "sliding_window_prefill": lambda c: dict(
-        hq=4, hkv=2, d=16, groups=((1, 64, 64),), window=c.window and 16
+    "sliding_window_prefill": lambda c: (
+        SMALL | {"groups": ((1, 64, 64),), "window": c.window and 16}
     ),
-    "cross_attention": dict(hq=2, hkv=2, d=16, groups=((2, 8, 40),)),
-    "mqa_decode": lambda c: dict(hq=4, hkv=min(c.hkv, 2), d=16, groups=((4, 1, 32),)),
+    "cross_attention": lambda c: SMALL | {"hq": 2, "groups": ((2, 8, 40),)},
+    "mqa_decode": lambda c: SMALL | {"hkv": min(c.hkv, 2), "groups": ((4, 1, 32),)},
 }
 
 
 def smoke_case(case: Case) -> Case:
-    shape = SMOKE_SHAPES[case.function]
-    return dataclasses.replace(case, **(shape(case) if callable(shape) else shape))
+    return dataclasses.replace(case, **SMOKE_SHAPES[case.function](case))
 
 
 def to_pools(k: torch.Tensor, v: torch.Tensor, lens: list[int]):
