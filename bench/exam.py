@@ -430,6 +430,15 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
     return out
 
 
+def outcome(rec: dict) -> str:
+    """A measured record in a few words: its time, or why there is none."""
+    return (
+        f"{rec['us']:,.1f} us"
+        if "us" in rec
+        else rec.get("skipped") or rec.get("error") or rec["check"]
+    )
+
+
 def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> dict:
     """Every variant, in order; the record bench.exam --measure writes."""
     from bench.paged_decode import copy_rate
@@ -459,15 +468,7 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         start = time.perf_counter()
         recs = measure_variant([c for c in cases if c.function == function], device, rounds)
         record["cases"] += recs
-        said = "; ".join(
-            f"{r['case']} {r['impl']} "
-            + (
-                f"{r['us']:,.1f} us"
-                if "us" in r
-                else r.get("skipped") or r.get("error") or r["check"]
-            )
-            for r in recs
-        )
+        said = "; ".join(f"{r['case']} {r['impl']} {outcome(r)}" for r in recs)
         took = time.perf_counter() - start
         print(f"[{i}/{len(functions)}] {function} ({took:.0f} s): {said}", flush=True)
     if device.type == "cuda":
