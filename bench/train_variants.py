@@ -116,12 +116,8 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, label: str) -> Min
     tokens, real = data[0], data[1]
     with torch.no_grad():  # the fast path computes what the lab's attention computes
         probe = tokens[:2, :40]
-        torch.testing.assert_close(
-            model(probe, attn=sdpa_attention),
-            model(probe, attn=grouped_attention),
-            atol=1e-4,
-            rtol=1e-4,
-        )
+        fast, lab = model(probe, attn=sdpa_attention), model(probe, attn=grouped_attention)
+        torch.testing.assert_close(fast, lab, atol=1e-4, rtol=1e-4)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.1)
     draw = torch.Generator().manual_seed(seed)
@@ -134,11 +130,8 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, label: str) -> Min
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    print(
-        f"{label}: {steps} steps, loss {loss.item():.3f}, {time.monotonic() - t0:.0f} s",
-        file=sys.stderr,
-        flush=True,
-    )
+    said = f"{label}: {steps} steps, loss {loss.item():.3f}, {time.monotonic() - t0:.0f} s"
+    print(said, file=sys.stderr, flush=True)
     return model.eval()
 
 
@@ -174,16 +167,11 @@ def main() -> None:
     runs, t0 = [], time.monotonic()
 
     def run(model, seed, n, kind, u=0):
+        rec = {"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": kind}
         runs.append(
-            {
-                "seed": seed,
-                "variant": f"kv{n}",
-                "kv_heads": n,
-                "kind": kind,
-                "steps": args.steps + u,
-                "uptrain_steps": u,
-                **evaluate(model, train_data, held_data),
-            }
+            rec
+            | {"steps": args.steps + u, "uptrain_steps": u}
+            | evaluate(model, train_data, held_data)
         )
 
     for seed in args.seeds:
@@ -230,9 +218,7 @@ def main() -> None:
             "held_out_lines": len(held_lines),
             "steps": args.steps,
             "uptrain_steps": uptrain,
-            "batch_lines": BATCH,
-            "lr": LR,
-            "lr_end": LR_END,
+            **{"batch_lines": BATCH, "lr": LR, "lr_end": LR_END},
             "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
             "init": "N(0, 0.02) for every Linear and Embedding weight, zero biases",
             "loss": "mean cross-entropy per character (nats) after the infinitive and its space; "
