@@ -3,11 +3,12 @@ bench.attention on the H200), tables and one figure. The sentences about them ar
 tests/test_data_claims.py recomputes each from the data (test_bench_*). Two kernels of ours are
 in the data: Lab 02's teaching kernel (`minimodel`) and the Hopper kernel (`minimodel_hopper`)."""
 
+import functools
 import statistics
 
 import matplotlib.pyplot as plt
 
-from figures.core import h200_measured, markdown_table, svg
+from figures.core import h200_measured, markdown_table, number, svg, yes
 from figures.core import load as load_data
 
 # impl: (table header, short enough for the grid table's page column; legend; colour)
@@ -25,6 +26,7 @@ HOPPER_BAR = 0.95  # issue 14: the Hopper kernel at least 0.95x cuDNN at d = 128
 BAR_D, BAR_MIN_N = 128, 2048
 SHORT = (512, 1024)  # issue 14's short sequences
 DTYPES = ("float16", "bfloat16")
+tflops = functools.partial(number, fmt=".0f")  # a rate cell
 
 
 def load() -> dict:
@@ -47,16 +49,8 @@ def rate(idx: dict, key: tuple, impl: str) -> float | None:
     return idx.get((*key, impl), {}).get("tflops")
 
 
-def tflops(x: float | None) -> str:
-    return f"{x:.0f}" if x is not None else "–"
-
-
 def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a is not None and b is not None else "–"
-
-
-def yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def grid_dims(data: dict) -> list[int]:
@@ -153,7 +147,12 @@ def hopper_short(data: dict) -> str:
                     key = grid_key(dtype, d, n, causal)
                     ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
                     teaching = ratio(rate(idx, key, "minimodel"), cudnn)
-                    cells = [tflops(ours), tflops(cudnn), ratio(ours, cudnn), teaching]
+                    cells = [
+                        tflops(ours),
+                        tflops(cudnn),
+                        ratio(ours, cudnn),
+                        teaching,
+                    ]
                     rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     header = "dtype | d | causal | N | Hopper TFLOP/s | cuDNN TFLOP/s | Hopper ÷ cuDNN"
     return markdown_table(f"{header} | minimodel ÷ cuDNN", rows)

@@ -6,7 +6,7 @@ in Lab 01's page; tests/test_data_claims.py recomputes their numbers from the sa
 import re
 
 from bench.bytes import CASES, Case
-from figures.core import load, markdown_table
+from figures.core import load, markdown_table, yes
 from minimodel import roofline as r
 
 MIB = 2**20
@@ -15,10 +15,6 @@ IMPL |= {"decode": "decode, contiguous", "paged": "decode, paged"}
 L2_WRITE = ("lts__t_sectors_srcunit_tex_op_write.sum", "lts__t_sectors_op_write.sum")
 L2_TO_SM = "l1tex__m_xbar2l1tex_read_bytes.sum"  # what the crossbar delivers from L2 to the SMs
 BAR = 0.15
-
-
-def yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def shapes_table() -> str:

@@ -44,6 +44,15 @@ def markdown_table(header: str | list[str], rows: list[list[object]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def number(value: float | None, fmt: str = ",.1f") -> str:
+    """A table cell of a number, or a dash where there is none."""
+    return "–" if value is None else format(value, fmt)
+
+
 def h200_exp_rate() -> float:
     """The H200's exponentials per second (exp2), measured by bench.mufu (data/mufu-h200.json)."""
     return load("mufu-h200.json")["mufu"]["exp2_per_s"]

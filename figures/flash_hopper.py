@@ -5,15 +5,11 @@ Triton's automatic warp specialisation did to Lab 02's kernel (from bench.autows
 
 import re
 
-from figures.core import DATA, load, markdown_table
+from figures.core import DATA, load, markdown_table, yes
 
 ABLATION = {"hopper": "kept kernel", "hopper, no ping-pong": "no ping-pong"}
 ABLATION |= {"hopper, one program per item pair": "not persistent", "hopper, neither": "neither"}
 ABLATION |= {"lab02": "Lab 02", "sdpa_cudnn": "cuDNN"}
-
-
-def yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def drafts_table() -> str:

@@ -5,6 +5,7 @@ bad call there; and one Triton launch's host cost (data/launch-costs-h200.json, 
 bench.launch_costs)."""
 
 from figures.core import load, markdown_table
+from figures.core import number as cell
 
 
 def shape(case: dict) -> str:
@@ -13,10 +14,6 @@ def shape(case: dict) -> str:
     if case["kind"] == "decode":
         return f"decode, {case['keys']:,} keys"
     return f"prefill, N = {case['n']}"
-
-
-def cell(value: float | None, fmt: str = ",.1f") -> str:
-    return "–" if value is None else format(value, fmt)
 
 
 def times(data: dict) -> str:

@@ -2,11 +2,13 @@
 bench.paged_decode on the H200) and its tile sweep; the page's sentences about them are tests
 over the data (tests/test_data_claims.py, test_paged_decode_*)."""
 
+import functools
+
 import matplotlib
 import matplotlib.pyplot as plt
 
 from figures.core import load as load_data
-from figures.core import markdown_table, svg
+from figures.core import markdown_table, number, svg
 
 DECODE = {  # implementation: its column
     "paged_bs16": "ours, paged (b=16)",
@@ -16,6 +18,7 @@ DECODE = {  # implementation: its column
     "sdpa_flash": "SDPA FA2",
     "flash_attention": "Lab 02 flash_attention",
 }
+fmt = functools.partial(number, fmt=",.0f")  # GB/s and TFLOP/s cells
 FIELDS = ("group", "b", "ctx", "hkv", "d", "window", "dtype", "impl")
 
 
@@ -40,10 +43,6 @@ def key(group, b, ctx, impl, hkv=8, d=128, window=None, dtype="float16"):
 def rate(rec: dict | None, mode: str = "graph") -> float | None:
     """GB/s of one record: 'graph' (CUDA-graph replay) or 'eager'."""
     return None if rec is None else rec.get("graph_gb_per_s" if mode == "graph" else "gb_per_s")
-
-
-def fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:,.0f}"
 
 
 def case_name(r: dict) -> str:
