@@ -4,6 +4,7 @@ tests/test_data_claims.py recomputes each from the data (test_bench_*). Two kern
 in the data: Lab 02's teaching kernel (`minimodel`) and the Hopper kernel (`minimodel_hopper`)."""
 
 import functools
+import itertools
 import statistics
 
 import matplotlib.pyplot as plt
@@ -61,14 +62,17 @@ def grid_lengths(data: dict) -> list[int]:
     return sorted({r["n"] for r in data["records"] if r["group"] == "fa2"})
 
 
+def grid(data: dict, dtypes, lengths=None):
+    """(dtype, d, causal, N) of FlashAttention-2's grid, in the tables' order."""
+    return itertools.product(dtypes, grid_dims(data), (False, True), lengths or grid_lengths(data))
+
+
 def grid_table(data: dict, dtype: str) -> str:
     idx, rows = index(data["records"]), []
-    for d in grid_dims(data):
-        for causal in (False, True):
-            for n in grid_lengths(data):
-                r = {i: rate(idx, grid_key(dtype, d, n, causal), i) for i in IMPLS}
-                ratios = [ratio(r[i], r["sdpa_cudnn"]) for i in OURS]
-                rows.append([d, yes(causal), f"{n:,}", *(tflops(r[i]) for i in IMPLS), *ratios])
+    for _, d, causal, n in grid(data, [dtype]):
+        r = {i: rate(idx, grid_key(dtype, d, n, causal), i) for i in IMPLS}
+        ratios = [ratio(r[i], r["sdpa_cudnn"]) for i in OURS]
+        rows.append([d, yes(causal), f"{n:,}", *(tflops(r[i]) for i in IMPLS), *ratios])
     # Ratios to cuDNN only: with both kernels of ours, more columns would not fit the page (the
     # teaching kernel's ratios to FA2 and Flex are Lab 02's acceptance table and shortfalls).
     header = ["d", "causal", "N", *(label for label, _, _ in IMPLS.values())]
@@ -120,40 +124,25 @@ def shortfalls(data: dict) -> str:
     """Every point of the grid where the teaching kernel is under 1.3x FA2 or not faster than
     Flex: the honest half of the results."""
     idx, rows = index(data["records"]), []
-    for dtype in sorted(DTYPES):  # bfloat16 first
-        for d in grid_dims(data):
-            for causal in (False, True):
-                for n in grid_lengths(data):
-                    key = grid_key(dtype, d, n, causal)
-                    ours, fa2, flex = (
-                        rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex")
-                    )
-                    if ours is not None and (
-                        (fa2 is not None and ours < 1.3 * fa2)
-                        or (flex is not None and ours <= flex)
-                    ):
-                        cells = [f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex)]
-                        rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
+    for dtype, d, causal, n in grid(data, sorted(DTYPES)):  # bfloat16 first
+        key = grid_key(dtype, d, n, causal)
+        ours, fa2, flex = (rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex"))
+        short = (fa2 is not None and ours < 1.3 * fa2) or (flex is not None and ours <= flex)
+        if ours is not None and short:
+            cells = [f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex)]
+            rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     return markdown_table("dtype | d | causal | N | TFLOP/s | ÷ FA2 | ÷ Flex", rows)
 
 
 def hopper_short(data: dict) -> str:
     """The Hopper kernel against cuDNN at N = 512 and 1,024, beside the teaching kernel's ratio."""
     idx, rows = index(data["records"]), []
-    for dtype in DTYPES:
-        for d in grid_dims(data):
-            for causal in (False, True):
-                for n in SHORT:
-                    key = grid_key(dtype, d, n, causal)
-                    ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
-                    teaching = ratio(rate(idx, key, "minimodel"), cudnn)
-                    cells = [
-                        tflops(ours),
-                        tflops(cudnn),
-                        ratio(ours, cudnn),
-                        teaching,
-                    ]
-                    rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
+    for dtype, d, causal, n in grid(data, DTYPES, SHORT):
+        key = grid_key(dtype, d, n, causal)
+        ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
+        teaching = ratio(rate(idx, key, "minimodel"), cudnn)
+        cells = [tflops(ours), tflops(cudnn), ratio(ours, cudnn), teaching]
+        rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     header = "dtype | d | causal | N | Hopper TFLOP/s | cuDNN TFLOP/s | Hopper ÷ cuDNN"
     return markdown_table(f"{header} | minimodel ÷ cuDNN", rows)
 
