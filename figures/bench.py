@@ -127,8 +127,8 @@ def shortfalls(data: dict) -> str:
     for dtype, d, causal, n in grid(data, sorted(DTYPES)):  # bfloat16 first
         key = grid_key(dtype, d, n, causal)
         ours, fa2, flex = (rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex"))
-        short = (fa2 is not None and ours < 1.3 * fa2) or (flex is not None and ours <= flex)
-        if ours is not None and short:
+        slow = ours is not None and fa2 is not None and ours < 1.3 * fa2
+        if slow or (ours is not None and flex is not None and ours <= flex):
             cells = [f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex)]
             rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     return markdown_table("dtype | d | causal | N | TFLOP/s | ÷ FA2 | ÷ Flex", rows)
