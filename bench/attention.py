@@ -282,16 +282,9 @@ def main() -> None:
         print(f"[{i + 1}/{len(grid)}, {time.time() - t0:.0f} s] {case}: {rates}", flush=True)
 
     env = environment()
-    this_run = {
-        "environment": env,
-        "cudnn": torch.backends.cudnn.version(),
-        "groups": groups,
-        "impls": impls,
-        "quick": args.quick,
-        "cases": len(grid),
-        "compile_s": round(t_compile),
-        "total_s": round(time.time() - t0),
-    }
+    this_run = {"environment": env, "cudnn": torch.backends.cudnn.version(), "groups": groups}
+    this_run |= {"impls": impls, "quick": args.quick, "cases": len(grid)}
+    this_run |= {"compile_s": round(t_compile), "total_s": round(time.time() - t0)}
     runs = []
     if old:
         measured = {case_key(dataclasses.asdict(c)) for c in grid}
@@ -303,27 +296,17 @@ def main() -> None:
         print(f"merged: kept {len(kept)} records of {args.merge}, replaced {replaced}")
         records = kept + records
     ceilings = DATA / "ceilings-h200.json"
-    save(
-        args.out,
-        {
-            "environment": env,
-            "runs": [*runs, this_run],
-            "timing": "triton.testing.do_bench median per round, L2 flushed between runs; ms is "
-            "the median over rounds (ms_runs)",
-            "flops": "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)",
-            "ceilings": json.loads(ceilings.read_text())["ceilings"] if ceilings.exists() else None,
-            "records": records,
-        },
-    )
+    timing = "triton.testing.do_bench median per round, L2 flushed between runs; ms is "
+    record = {"environment": env, "runs": [*runs, this_run]}
+    record["timing"] = timing + "the median over rounds (ms_runs)"
+    record["flops"] = "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)"
+    record["ceilings"] = json.loads(ceilings.read_text())["ceilings"] if ceilings.exists() else None
+    save(args.out, record | {"records": records})
     assert not any(math.isnan(r.get("tflops", 0.0)) for r in records)
     ours = [r for r in records if r["impl"] in OURS and r.get("run") == run]
-    failed = [
-        f"{r['impl']} at {case_key(r)}: {r['error']}"
-        for r in ours
-        if "error" in r and not r.get("outside_contract")
-    ]
+    failed = [r for r in ours if "error" in r and not r.get("outside_contract")]
     if failed:
-        said = "\n".join(failed)
+        said = "\n".join(f"{r['impl']} at {case_key(r)}: {r['error']}" for r in failed)
         raise SystemExit(
             f"{len(failed)} runs of our kernels failed (recorded in {args.out}):\n{said}"
         )

@@ -168,56 +168,35 @@ def main() -> None:
 
     def run(model, seed, n, kind, u=0):
         rec = {"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": kind}
-        runs.append(
-            rec
-            | {"steps": args.steps + u, "uptrain_steps": u}
-            | evaluate(model, train_data, held_data)
-        )
+        rec |= {"steps": args.steps + u, "uptrain_steps": u}
+        runs.append(rec | evaluate(model, train_data, held_data))
 
     for seed in args.seeds:
-        mha = train(
-            fresh_model(VARIANTS[0], seed),
-            args.steps,
-            train_data,
-            seed,
-            f"seed {seed} kv8 pretrain",
-        )
+        steps, label = args.steps, f"seed {seed} kv8 pretrain"
+        mha = train(fresh_model(VARIANTS[0], seed), steps, train_data, seed, label)
         run(mha, seed, 8, "scratch")
         if seed == args.seeds[0]:
-            samples = [
-                {"line": line, "predicted": sample(mha, line)}
-                for line in (held_lines[0], train_lines[0])
-            ]
+            lines = (held_lines[0], train_lines[0])
+            samples = [{"line": line, "predicted": sample(mha, line)} for line in lines]
         for n in VARIANTS:  # kv8 -> kv8 is the identity: the MHA trained on, as a control
             run(mean_pool_kv(mha, n), seed, n, "converted")
             for u in uptrain:
                 label = f"seed {seed} kv{n} uptrain {u}"
-                run(
-                    train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, label),
-                    seed,
-                    n,
-                    "uptrained",
-                    u,
-                )
+                uptrained = train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, label)
+                run(uptrained, seed, n, "uptrained", u)
         for n in VARIANTS[1:]:
-            model = train(
-                fresh_model(n, seed), args.steps, train_data, seed, f"seed {seed} kv{n} scratch"
-            )
-            run(model, seed, n, "scratch")
+            label = f"seed {seed} kv{n} scratch"
+            run(train(fresh_model(n, seed), steps, train_data, seed, label), seed, n, "scratch")
     config = verb_model_config()
-    model = {
-        f: getattr(config, f) for f in ("n_layers", "n_heads", "head_dim", "d_model", "vocab_size")
-    }
+    fields = ("n_layers", "n_heads", "head_dim", "d_model", "vocab_size")
+    model = {f: getattr(config, f) for f in fields}
     record = {
         "environment": environment(),
         "wall_seconds": round(time.monotonic() - t0, 1),
         "recipe": {
             "model": {**model, "dtype": "float32"},
-            "held_out_verbs": list(HELD_OUT),
-            "train_lines": len(train_lines),
-            "held_out_lines": len(held_lines),
-            "steps": args.steps,
-            "uptrain_steps": uptrain,
+            **{"held_out_verbs": list(HELD_OUT), "train_lines": len(train_lines)},
+            **{"held_out_lines": len(held_lines), "steps": args.steps, "uptrain_steps": uptrain},
             **{"batch_lines": BATCH, "lr": LR, "lr_end": LR_END},
             "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
             "init": "N(0, 0.02) for every Linear and Embedding weight, zero biases",

@@ -20,30 +20,17 @@ from minimodel.verbs import tokenizer, verb_sequence
 
 B, N, HQ, HKV, D = 64, 4096, 32, 8, 128  # the issue's shape: bench/fp8_decode.py's
 BAR_COPY, BAR_SPEEDUP = 0.80, 1.6  # the issue's acceptance
-VERB_CONFIG = MiniGPTConfig(  # tests/test_paged_fp8.py's
-    vocab_size=tokenizer().vocab_size,
-    max_seq_len=64,
-    d_model=64,
-    n_heads=4,
-    n_kv_heads=2,
-    n_layers=2,
-)
+VERB = {"max_seq_len": 64, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "n_layers": 2}
+VERB_CONFIG = MiniGPTConfig(vocab_size=tokenizer().vocab_size, **VERB)  # tests/test_paged_fp8.py's
 
 
 def caches() -> list[dict]:
     """The two caches of one decode step at the issue's shape: bytes, FLOPs."""
     flops = attention_flops(B, HQ, 1, N, D, causal=True)
+    caches = {"16-bit": kv_cache_bytes, "e4m3 + float32 scales": scaled_kv_cache_bytes}
     return [
-        {
-            "name": name,
-            "token": nbytes(1, HKV, D, 1),
-            "step": nbytes(1, HKV, D, N, batch=B),
-            "flops": flops,
-        }
-        for name, nbytes in (
-            ("16-bit", kv_cache_bytes),
-            ("e4m3 + float32 scales", scaled_kv_cache_bytes),
-        )
+        {"name": name, "token": f(1, HKV, D, 1), "step": f(1, HKV, D, N, batch=B), "flops": flops}
+        for name, f in caches.items()
     ]
 
 
@@ -204,15 +191,13 @@ def roofline(data: dict | None) -> bytes:
         names = {"fp16_paged": "16-bit paged", "fp8_paged": "e4m3 paged"}
         for r in data["records"]:
             if r["impl"] in names:
-                rate = data["flops"] / (r["graph_ms"] * 1e-3)
-                points.append(
-                    RooflinePoint(f"{names[r['impl']]} (H200)", data["flops"] / r["kv_bytes"], rate)
+                intensity, rate = (
+                    data["flops"] / r["kv_bytes"],
+                    data["flops"] / (r["graph_ms"] * 1e-3),
                 )
-    return roofline_svg(
-        [h200_measured(), HARDWARE["H200"]],
-        points,
-        title=f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}",
-    )
+                points.append(RooflinePoint(f"{names[r['impl']]} (H200)", intensity, rate))
+    title = f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}"
+    return roofline_svg([h200_measured(), HARDWARE["H200"]], points, title=title)
 
 
 def outputs() -> dict[str, str | bytes]:
