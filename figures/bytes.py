@@ -113,12 +113,8 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def compared(dram_model, dram, tiled, l2_to_sm, warm) -> list[str]:
     """The cells model, measured, ratio for DRAM and for L2 to the SMs, then warm DRAM."""
-    return [mib(dram_model), mib(dram), ratio(dram, dram_model)] + [
-        mib(tiled),
-        mib(l2_to_sm),
-        ratio(l2_to_sm, tiled),
-        mib(warm),
-    ]
+    dram_cells = [mib(dram_model), mib(dram), ratio(dram, dram_model)]
+    return [*dram_cells, mib(tiled), mib(l2_to_sm), ratio(l2_to_sm, tiled), mib(warm)]
 
 
 def measured_table(data: dict) -> str:
@@ -141,14 +137,8 @@ def case_totals(data: dict) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for row in rows(data):
         m = row["model"]
-        zero = {
-            "dram_model": 0,
-            "tiled": 0,
-            "dram": 0.0,
-            "l2_to_sm": 0.0,
-            "warm": 0.0,
-            "kernels": 0,
-        }
+        zero = {"dram_model": 0, "tiled": 0, "dram": 0.0, "l2_to_sm": 0.0, "warm": 0.0}
+        zero["kernels"] = 0
         t = out.setdefault(row["case"].id, {"case": row["case"], **zero})
         t["kernels"] += 1
         for k in ("dram", "l2_to_sm", "warm"):

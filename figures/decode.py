@@ -21,10 +21,8 @@ def layouts() -> list[tuple]:
     ]
     # DeepSeek-V2's sizes: 128 heads, d_c = 512, d_R = 64, 60 layers
     mla = [f(BATCH, 128, CONTEXT, 512, 64) for f in (r.mla_decode_flops, r.mla_decode_bytes)]
-    return [
-        *rows,
-        ("MLA (DeepSeek-V2 sizes)", "128 / latent", 60, r.mla_cache_bytes(60, 512, 64, 1), *mla),
-    ]
+    mla_cache = r.mla_cache_bytes(60, 512, 64, 1)
+    return [*rows, ("MLA (DeepSeek-V2 sizes)", "128 / latent", 60, mla_cache, *mla)]
 
 
 def outputs() -> dict[str, str | bytes]:
@@ -32,21 +30,10 @@ def outputs() -> dict[str, str | bytes]:
     for name, heads, layers, per_token, flops, nbytes in layouts():
         i = flops / nbytes
         rate, bound = roof.attainable(i), "memory" if i < roof.ridge else "compute"
-        cache = [
-            f"{per_token / 1024:,.1f} ({layers})",
-            f"{per_token * CONTEXT * BATCH / 2**30:,.1f}",
-        ]
-        rows.append(
-            [
-                name,
-                heads,
-                *cache,
-                f"{i:,.1f}",
-                bound,
-                f"{rate / 1e12:,.0f}",
-                f"{flops / rate * 1e6:,.1f}",
-            ]
-        )
+        cache = [f"{per_token / 1024:,.1f} ({layers})"]
+        cache.append(f"{per_token * CONTEXT * BATCH / 2**30:,.1f}")
+        rates = [f"{rate / 1e12:,.0f}", f"{flops / rate * 1e6:,.1f}"]
+        rows.append([name, heads, *cache, f"{i:,.1f}", bound, *rates])
     header = (
         "layout | heads (q / kv) | cache KiB per token (layers) | cache GiB at "
         f"B={BATCH}, N={CONTEXT} | decode I (FLOP/B) | bound (ridge {roof.ridge:.0f}) | "

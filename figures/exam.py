@@ -18,14 +18,8 @@ from figures.core import check_labels, markdown_table, svg
 from minimodel.roofline_plot import POINT_COLOR, ROOF_COLORS, _place_labels
 
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
-VARIANT = {  # function: its number on the page
-    f: i
-    for i, f in enumerate(
-        ["fp8_kv_decode", "verification", "mixed_batch", "sliding_window_prefill"]
-        + ["cross_attention", "mqa_decode"],
-        1,
-    )
-}
+VARIANTS = ["fp8_kv_decode", "verification", "mixed_batch", "sliding_window_prefill"]
+VARIANT = {f: i for i, f in enumerate([*VARIANTS, "cross_attention", "mqa_decode"], 1)}
 
 
 ERROR_BAR = 0.25  # an error past a quarter is marked, and the page explains it
@@ -94,17 +88,8 @@ def prediction_rows(data: dict) -> list[list]:
     for c in data["cases"]:
         sizes = [f"{c['flops'] / 1e9:,.2f}", f"{c['bytes'] / 1e6:,.1f}", f"{c['intensity']:,.1f}"]
         us, key = c["time_us"], (c["function"], c["case"])
-        rows.append(
-            [
-                str(VARIANT[c["function"]]),
-                f"`{c['case']}`",
-                *sizes,
-                c["roof"],
-                f"{us:,.1f}",
-                us,
-                key,
-            ]
-        )
+        variant = str(VARIANT[c["function"]])
+        rows.append([variant, f"`{c['case']}`", *sizes, c["roof"], f"{us:,.1f}", us, key])
         if key == ("mixed_batch", "decode"):
             parts = [by_key["mixed_batch", "prefill"], c]
             flops, nbytes, us = (sum(p[f] for p in parts) for f in ("flops", "bytes", "time_us"))

@@ -128,19 +128,8 @@ def tile_fit_table() -> str:
             autotuner = "pruned" if s > SMEM_BUDGET else ", ".join(f"{w} warps" for w in warps)
             blocks = blocks_by_smem(s) if s <= SMEM_PER_BLOCK else "-"
             regs = [regs_cell(d, bm, bn, w) for w in (4, 8)]
-            rows.append(
-                [
-                    d,
-                    bm,
-                    bn,
-                    stages,
-                    f"{s / 1024:.0f}",
-                    fits,
-                    blocks,
-                    *regs,
-                    autotuner if warps else "-",
-                ]
-            )
+            autotuner = autotuner if warps else "-"
+            rows.append([d, bm, bn, stages, f"{s / 1024:.0f}", fits, blocks, *regs, autotuner])
     header = "d | BLOCK_M | BLOCK_N | stages | shared KiB | fits 227 KiB | blocks/SM (shared)"
     return markdown_table(f"{header} | regs/thread, 4 warps | 8 warps | autotuner", rows)
 
