@@ -118,6 +118,13 @@ def main() -> None:
     )
     k_hat, v_hat = dequantize_kv(k8, ks), dequantize_kv(v8, vs)  # float32
     budget_fp8, budget_fp16 = pytorch_error(q, k_hat, v_hat), pytorch_error(q, k16, v16)
+    forms = {  # what each implementation is, as its record says
+        "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
+        "float32 scales per token and kv head, shipped tiles",
+        "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
+        "fp16_paged": "the same block table, float16 pools",
+        "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
+    }
     records = {}
     for name, fn in fns.items():
         with sdpa(name):
@@ -131,21 +138,10 @@ def main() -> None:
                 f"{name}: error {own:.3e} against the reference on its own cache, "
                 f"more than twice PyTorch's {budget:.3e}: not timed"
             )
-        records[name] = {
-            "impl": name,
-            "kv_bytes": fp8_bytes if fp8 else fp16_bytes,
-            "form": {
-                "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
-                "float32 scales per token and kv head, shipped tiles",
-                "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
-                "fp16_paged": "the same block table, float16 pools",
-                "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
-            }[name],
-            "max_err_own_cache": own,
-            "pytorch_err_own_cache": budget,
-            "max_err_vs_float32_drawn": errors(out, q, k32, v32),
-            "graph_ms_runs": [],
-        }
+        rec = {"impl": name, "kv_bytes": fp8_bytes if fp8 else fp16_bytes, "form": forms[name]}
+        rec |= {"max_err_own_cache": own, "pytorch_err_own_cache": budget}
+        rec["max_err_vs_float32_drawn"] = errors(out, q, k32, v32)
+        records[name] = rec | {"graph_ms_runs": []}
         del out
     record = {
         "environment": environment(),

@@ -56,18 +56,15 @@ class Decode:
 
 def decode_cases(quick: bool) -> list[Decode]:
     if quick:
-        return [Decode("b64", 64, 4096), Decode("b1", 1, 32768), Decode("mixed", 64, 8192)] + [
-            Decode("window", 1, 32768, window=4096)
-        ]
-    return [
-        *(Decode("b1", 1, n) for n in (2048, 8192, 32768, 65536, 131072)),
-        *(Decode("b64", 64, n) for n in (512, 1024, 2048, 4096, 8192)),
-        *(Decode("heads", 64, 4096, hkv=h) for h in (32, 1)),
-        Decode("b256", 256, 512),
-        Decode("mixed", 64, 8192),
-        *(Decode("window", b, 32768, window=4096) for b in (1, 16)),
-        Decode("window", 16, 32768),
-        Decode("window", 16, 4096),
+        quick = [Decode("b64", 64, 4096), Decode("b1", 1, 32768), Decode("mixed", 64, 8192)]
+        return [*quick, Decode("window", 1, 32768, window=4096)]
+    cases = [Decode("b1", 1, n) for n in (2048, 8192, 32768, 65536, 131072)]
+    cases += [Decode("b64", 64, n) for n in (512, 1024, 2048, 4096, 8192)]
+    cases += [Decode("heads", 64, 4096, hkv=h) for h in (32, 1)]
+    cases += [Decode("b256", 256, 512), Decode("mixed", 64, 8192)]
+    cases += [Decode("window", b, 32768, window=4096) for b in (1, 16)]
+    cases += [Decode("window", 16, 32768), Decode("window", 16, 4096)]
+    return cases + [
         Decode("dtype", 64, 4096, dtype="bfloat16"),
         Decode("dtype", 64, 4096, d=64, hq=64),
     ]
@@ -310,10 +307,8 @@ def main() -> None:
         "flops": "minimodel.roofline.attention_flops (visible pairs, bottom-right causal)",
         "copy_bytes_per_s": [copy_rate()],
         "num_sms": torch.cuda.get_device_properties(0).multi_processor_count,
-        "decode": [],
-        "splits": [],
-        "prefill": [],
     }
+    record |= {"decode": [], "splits": [], "prefill": []}
     for case in decode_cases(args.quick):
         record["decode"] += (recs := bench_decode(case, DECODE_IMPLS, args.rounds))
         save(args.out, record)  # after every case: a run cut short still leaves its data

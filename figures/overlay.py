@@ -37,11 +37,8 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
         i_model = f / sum(k["read"] + k["write"] for k in model(case, entry["params"]).values())
         rate_model = roof.attainable(i_model, head_dim=case.d)
         point = {"case": case, "label": f"{LABEL[case.impl]} {case.heads}", "flops": f}
-        point |= {
-            "i_model": i_model,
-            "rate_model": rate_model,
-            "i_meas": f / dram_bytes(entry["all"]),
-        }
+        point |= {"i_model": i_model, "rate_model": rate_model}
+        point["i_meas"] = f / dram_bytes(entry["all"])
         point |= {"rate_meas": f / entry["device_s"], "call_rate": f / entry["call_s"]}
         out.append(point | {"device_s": entry["device_s"], "call_s": entry["call_s"]})
     return out, missing
@@ -87,43 +84,32 @@ def figure(pts: list[dict], anchor: int) -> bytes:
     for p in pts:
         c, m = COLOR[p["case"].impl], MARKER[p["case"].phase]
         size = 4 if p["case"].impl == "paged" else 6  # paged over contiguous: both visible
-        model_xy, meas_xy = (
-            (p["i_model"], p["rate_model"] / 1e12),
-            (p["i_meas"], p["rate_meas"] / 1e12),
-        )
+        model_xy = (p["i_model"], p["rate_model"] / 1e12)
+        meas_xy = (p["i_meas"], p["rate_meas"] / 1e12)
         ax.plot(*zip(model_xy, meas_xy, strict=True), "-", color=c, lw=0.8, alpha=0.6)
         ax.plot(*model_xy, m, markerfacecolor="white", markeredgecolor=c, markersize=size)
         ax.plot(*meas_xy, m, color=c, markersize=size)
     rates = [p[k] / 1e12 for p in pts for k in ("rate_model", "rate_meas")]
     minigpt = " (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""
     title = f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}"
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlim=(lo, hi),
-        ylim=(min(rates) / 4, roof.peak_flops / 1e12 * 2.5),
-    )
+    ylim = (min(rates) / 4, roof.peak_flops / 1e12 * 2.5)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=ylim)
     ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title)
     ax.grid(True, which="both", alpha=0.3)
     key = lambda **kw: Line2D([], [], **kw)  # a legend entry
     roofs = f"{roof.name}: {roof.peak_flops / 1e12:.0f} TFLOP/s, {roof.bandwidth / 1e12:.2f} TB/s"
     handles = [key(color=color, label=roofs)]
-    handles.append(
-        key(color=color, ls="--", label=f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s")
-    )
+    flat = f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s"
+    handles.append(key(color=color, ls="--", label=flat))
     marks = [("o", "prefill"), ("s", "decode (B = 64)")]
     handles += [key(ls="", marker=m, color="0.3", label=text) for m, text in marks]
     model_text = "model: roofline.py bytes, attainable rate"
-    handles.append(
-        key(ls="", marker="o", markerfacecolor="white", markeredgecolor="0.3", label=model_text)
-    )
-    handles.append(
-        key(ls="", marker="o", color="0.3", label="measured: ncu DRAM bytes, CUDA-graph time")
-    )
-    handles += [
-        key(color=COLOR[k], label=LABEL[k] + (" (ours)" if k != "naive" else ""))
-        for k in OVERLAY_IMPLS
-    ]
+    hollow = {"markerfacecolor": "white", "markeredgecolor": "0.3"}
+    handles.append(key(ls="", marker="o", **hollow, label=model_text))
+    meas_text = "measured: ncu DRAM bytes, CUDA-graph time"
+    handles.append(key(ls="", marker="o", color="0.3", label=meas_text))
+    ours = {k: LABEL[k] + (" (ours)" if k != "naive" else "") for k in OVERLAY_IMPLS}
+    handles += [key(color=COLOR[k], label=text) for k, text in ours.items()]
     where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
     ax.legend(handles=handles, fontsize=7.5, **where)
     fig.tight_layout()
