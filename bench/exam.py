@@ -41,19 +41,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.core import (
-    DATA,
-    ROOT,
-    commit,
-    environment,
-    error,
-    in_blocks,
-    now,
-    randn,
-    save,
-    sdpa,
-    time_ms,
-)
+from bench import core
+from bench.core import DATA, ROOT, environment, error, in_blocks, randn, save, sdpa, time_ms
 
 PREDICTIONS = DATA / "exam-predictions.json"
 MEASURED = DATA / "exam-h200.json"
@@ -145,7 +134,7 @@ def provenance() -> dict:
 
 def write_predictions(out: Path) -> None:
     record = {
-        "environment": {"commit": commit(), "date": now(), "inputs": provenance()},
+        "environment": {"commit": core.commit(), "date": core.now(), "inputs": provenance()},
         "model": "flops: minimodel.roofline.varlen_attention_flops (4 d Hq over the visible "
         "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
         "(queries read and outputs written once in fp16, every sequence's K and V read "
@@ -225,13 +214,8 @@ def reference_error(out_rows, q_rows, k, v, case: Case) -> float:
     from minimodel.reference import attention_ref
 
     g = case.hq // case.hkv
-    ref = attention_ref(
-        q_rows[None, :g].float(),
-        k[None, :1].float(),
-        v[None, :1].float(),
-        causal=case.causal,
-        window=case.window,
-    )[0]
+    q, k, v = q_rows[None, :g].float(), k[None, :1].float(), v[None, :1].float()
+    ref = attention_ref(q, k, v, causal=case.causal, window=case.window)[0]
     return (out_rows[:g].float() - ref).abs().max().item()
 
 
@@ -294,21 +278,20 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
 
         def check(out):
             ks, vs = kw.get("k_scale"), kw.get("v_scale")
-            return max(
+            errs = [
                 reference_error(
                     out[i, :, None], q[i, :, None], keys(kp, ks, i), keys(vp, vs, i), case
                 )
                 for i in sorted({0, b - 1})
-            )
+            ]
+            return max(errs)
 
         api = f"paged_decode, blocks of {BLOCK_SIZE}, random order, fast path"
         if case.kv_dtype == FP8:
             api += ", float8_e4m3fn pools with per-token-per-head float32 scales"
         if case.kv_dtype != FP8:  # the fp8 case's anchors are the fp16 case's
-            anchor = (
-                lambda: sdpa_cudnn(q[:, :, None], k, v),
-                "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else ""),
-            )
+            what = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
+            anchor = (lambda: sdpa_cudnn(q[:, :, None], k, v), what)
     elif case.run == "paged_prefill":
         rows = [nq for nq, _ in seqs]
         q = rand(sum(rows), case.hq, case.d)
@@ -335,17 +318,13 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
         if uniform:
             nq, nk = seqs[0]
             q4 = q.view(b, nq, case.hq, case.d).transpose(1, 2)
+            what = "SDPA cuDNN, contiguous, enable_gqa"
             if nq == nk or nq == 1:
-                anchor = (
-                    lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1),
-                    "SDPA cuDNN, contiguous, enable_gqa",
-                )
+                anchor = (lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1), what)
             else:  # a few tokens at the end: causal aligned bottom-right, as a boolean mask
                 mask = torch.ones(nq, nk, dtype=torch.bool, device=device).tril(nk - nq)
-                anchor = (
-                    lambda: sdpa_cudnn(q4, k, v, attn_mask=mask),
-                    "SDPA cuDNN, contiguous, enable_gqa, bottom-right causal as a mask",
-                )
+                what += ", bottom-right causal as a mask"
+                anchor = (lambda: sdpa_cudnn(q4, k, v, attn_mask=mask), what)
     else:
         raise ValueError(f"unknown run {case.run!r}")
     try:
