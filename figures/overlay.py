@@ -7,13 +7,9 @@ its CUDA-graph time), from data/roofline-overlay-h200.json (bench.overlay)."""
 
 import sys
 
-import matplotlib.pyplot as plt
-from matplotlib.lines import Line2D
-
 from bench.bytes import CASES
 from figures.bytes import dram_bytes, flops, model
-from figures.core import check_labels, h200_measured, load, markdown_table, svg
-from minimodel.roofline_plot import ROOF_COLORS, _place_labels
+from figures.core import h200_measured, legend_entry, load, markdown_table, measured_roofline
 
 ANCHORS = (64, 2048)
 OVERLAY_IMPLS = ("naive", "flash", "decode", "paged")  # SDPA's FA2 is on Lab 01's table only
@@ -72,51 +68,35 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
 
 def figure(pts: list[dict], anchor: int) -> bytes:
     roof, d = h200_measured(), 64
-    xs_all = [p["i_model"] for p in pts] + [p["i_meas"] for p in pts] + [roof.ridge]
-    lo, hi = min(xs_all) / 3, max(xs_all) * 3
-    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-    fig, ax = plt.subplots(figsize=(9, 7))
-    color = ROOF_COLORS[True][0]
-    ax.plot(xs, [roof.attainable(x) / 1e12 for x in xs], color=color)
     exp = roof.attention_roof(d)
-    flat = [x for x in xs if x * roof.bandwidth >= exp]
-    ax.plot(flat, [exp / 1e12] * len(flat), "--", color=color, lw=1.2)
-    for p in pts:
-        c, m = COLOR[p["case"].impl], MARKER[p["case"].phase]
-        size = 4 if p["case"].impl == "paged" else 6  # paged over contiguous: both visible
-        model_xy = (p["i_model"], p["rate_model"] / 1e12)
-        meas_xy = (p["i_meas"], p["rate_meas"] / 1e12)
-        ax.plot(*zip(model_xy, meas_xy, strict=True), "-", color=c, lw=0.8, alpha=0.6)
-        ax.plot(*model_xy, m, markerfacecolor="white", markeredgecolor=c, markersize=size)
-        ax.plot(*meas_xy, m, color=c, markersize=size)
-    rates = [p[k] / 1e12 for p in pts for k in ("rate_model", "rate_meas")]
+
+    def draw(ax):
+        for p in pts:
+            c, m = COLOR[p["case"].impl], MARKER[p["case"].phase]
+            size = 4 if p["case"].impl == "paged" else 6  # paged over contiguous: both visible
+            model_xy = (p["i_model"], p["rate_model"] / 1e12)
+            meas_xy = (p["i_meas"], p["rate_meas"] / 1e12)
+            ax.plot(*zip(model_xy, meas_xy, strict=True), "-", color=c, lw=0.8, alpha=0.6)
+            ax.plot(*model_xy, m, markerfacecolor="white", markeredgecolor=c, markersize=size)
+            ax.plot(*meas_xy, m, color=c, markersize=size)
+        rates = [p[k] / 1e12 for p in pts for k in ("rate_model", "rate_meas")]
+        return rates, merge_coincident([(p["i_meas"], p["rate_meas"] / 1e12, p) for p in pts])
+
     minigpt = " (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""
     title = f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}"
-    ylim = (min(rates) / 4, roof.peak_flops / 1e12 * 2.5)
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=ylim)
-    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title)
-    ax.grid(True, which="both", alpha=0.3)
-    key = lambda **kw: Line2D([], [], **kw)  # a legend entry
-    roofs = f"{roof.name}: {roof.peak_flops / 1e12:.0f} TFLOP/s, {roof.bandwidth / 1e12:.2f} TB/s"
-    handles = [key(color=color, label=roofs)]
-    flat = f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s"
-    handles.append(key(color=color, ls="--", label=flat))
     marks = [("o", "prefill"), ("s", "decode (B = 64)")]
-    handles += [key(ls="", marker=m, color="0.3", label=text) for m, text in marks]
+    handles = [legend_entry(ls="", marker=m, color="0.3", label=text) for m, text in marks]
     model_text = "model: roofline.py bytes, attainable rate"
     hollow = {"markerfacecolor": "white", "markeredgecolor": "0.3"}
-    handles.append(key(ls="", marker="o", **hollow, label=model_text))
+    handles.append(legend_entry(ls="", marker="o", **hollow, label=model_text))
     meas_text = "measured: ncu DRAM bytes, CUDA-graph time"
-    handles.append(key(ls="", marker="o", color="0.3", label=meas_text))
+    handles.append(legend_entry(ls="", marker="o", color="0.3", label=meas_text))
     ours = {k: LABEL[k] + (" (ours)" if k != "naive" else "") for k in OVERLAY_IMPLS}
-    handles += [key(color=COLOR[k], label=text) for k, text in ours.items()]
-    where = dict(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
-    ax.legend(handles=handles, fontsize=7.5, **where)
-    fig.tight_layout()
-    labels = merge_coincident([(p["i_meas"], p["rate_meas"] / 1e12, p) for p in pts])
-    boxes = _place_labels(ax, [(x, y) for x, y, _ in labels], [label for _, _, label in labels])
-    check_labels(boxes, f"overlay N = {anchor}")
-    return svg(fig)
+    handles += [legend_entry(color=COLOR[k], label=text) for k, text in ours.items()]
+    flat = [("--", exp, f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s")]
+    intensities = [p["i_model"] for p in pts] + [p["i_meas"] for p in pts]
+    style = {"figsize": (9, 7), "title": title, "handles": handles, "ncol": 3}
+    return measured_roofline(roof, flat, intensities, draw, name=f"overlay N = {anchor}", **style)
 
 
 def table(pts: list[dict]) -> str:
