@@ -233,18 +233,12 @@ def child(sidecar: Path, pins_path: str, ids: str = "-") -> None:
     sidecar.write_text(json.dumps({"ran": ran, "errors": errors}, indent=1))
 
 
-METRICS_ALL = [
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "gpu__time_duration.sum",
-    "lts__t_bytes.sum",
-    "lts__t_sectors_op_read.sum",
-    "lts__t_sectors_op_write.sum",
-    "lts__t_sectors_srcunit_tex_op_read.sum",
-    "lts__t_sectors_srcunit_tex_op_write.sum",
-    "l1tex__m_xbar2l1tex_read_bytes.sum",
-    "l1tex__m_l1tex2xbar_write_bytes.sum",
-]
+METRICS_ALL = (
+    "dram__bytes_read.sum dram__bytes_write.sum gpu__time_duration.sum lts__t_bytes.sum "
+    "lts__t_sectors_op_read.sum lts__t_sectors_op_write.sum "
+    "lts__t_sectors_srcunit_tex_op_read.sum lts__t_sectors_srcunit_tex_op_write.sum "
+    "l1tex__m_xbar2l1tex_read_bytes.sum l1tex__m_l1tex2xbar_write_bytes.sum"
+).split()
 METRICS_FALLBACK = METRICS_ALL[:6]  # if this ncu lacks one of the source-filtered metrics
 METRICS_NONE = METRICS_ALL[:2]
 OPTIONS = "--csv --print-units base --clock-control none --profile-from-start off".split()

@@ -23,10 +23,8 @@ SDPA = {  # the SDPA backends the benchmarks compare against, by the name their 
 
 
 def git(*args: str) -> str:
-    run = subprocess.run(
-        ["git", "-C", str(ROOT), *args], text=True, capture_output=True, check=True
-    )
-    return run.stdout.strip()
+    command = ["git", "-C", str(ROOT), *args]
+    return subprocess.run(command, text=True, capture_output=True, check=True).stdout.strip()
 
 
 def commit() -> str:
