@@ -1,47 +1,63 @@
 #!/usr/bin/env bash
-# Every GPU benchmark of bench/ on its smallest subset, on the H200 (a few minutes): that each
-# still runs and writes its data in its schema, not a measurement. From the repository root:
+# Every GPU benchmark of bench/ on its smallest subset, on the H200 (about four minutes): that
+# each still runs and writes its data in its schema. Not a measurement: the benchmarks run four
+# at a time, so their numbers mean nothing. From the repository root:
 #   MINIMODEL_COMMIT=<short hash> PYTHONPATH=src:. bash scripts/gpu_smoke.sh
-# Each output goes under "$OUT/smoke/" (never data/); one PASS/FAIL line per benchmark, a failure
-# does not stop the others, and the exit status is the number of failures.
-# The CPU benchmarks (block_manager, kv_cache, paged_memory, train_variants) are left out: the
-# tests and their own smoke commands run them on any machine.
+# Each output goes under "$OUT/smoke/" (never data/), with each benchmark's log; one PASS/FAIL
+# line per benchmark (a failure does not stop the others), then the exit status: the number of
+# failures. The CPU benchmarks (block_manager, kv_cache, paged_memory, train_variants) are left
+# out: the tests and their own smoke commands run them on any machine.
 set -uo pipefail
 : "${OUT:?set OUT to a scratch folder}"
 dir="$OUT/smoke"
 mkdir -p "$dir/overlay" "$dir/ceilings"
 export PYTHONPATH="${PYTHONPATH:-src:.}"
-failed=0
-smoke() {  # smoke NAME LIMIT_S COMMAND...
+LANES=${LANES:-4}
+# name, time limit (s), command
+BENCHES=(
+  "attention|180|python -m bench.attention --quick --groups fa2 --out $dir/attention.json"
+  "tune_flash|120|python -m bench.tune_flash --smoke --out $dir/tune_flash.json"
+  "paged_decode|150|python -m bench.paged_decode --quick --rounds 1 --out $dir/paged_decode.json"
+  "paged_decode_sweep|150|python -m bench.paged_decode --sweep --quick --out $dir/paged_sweep.json"
+  "exam|120|python -m bench.exam --measure --smoke --out $dir/exam.json"
+  # ncu (Nsight Compute) with counter access is needed for the bytes half; without it this fails
+  # after writing the timing half, roofline-overlay-h200.json
+  "overlay|150|python -m bench.overlay --smoke --out $dir/overlay"
+  "bytes_interpreted|120|env TRITON_INTERPRET=1 python -m bench.bytes --smoke"
+  "ablate_hopper|90|python -m bench.ablate_hopper --smoke --out $dir/ablate_hopper.json"
+  "autows|90|python -m bench.autows --out $dir/autows.json"
+  "ceilings|90|python -m bench.ceilings --name smoke --out $dir/ceilings"
+  "fp8_decode|90|python -m bench.fp8_decode --rounds 1 --out $dir/fp8_decode.json"
+  "gqa_decode|90|python -m bench.gqa_decode --smoke --out $dir/gqa_decode.json"
+  "host_path|90|python -m bench.host_path --out $dir/host_path.json"
+  "launch_costs|90|python -m bench.launch_costs --out $dir/launch_costs.json"
+  "mufu|90|python -m bench.mufu --out $dir/mufu.json"
+  "paged_checks|90|python -m bench.paged_checks --smoke --out $dir/paged_checks.json"
+)
+one() {  # one NAME LIMIT COMMAND: its log, and a status line in NAME.status
   local name=$1 limit=$2 start status
-  shift 2
   start=$(date +%s)
-  timeout "$limit" "$@" > "$dir/$name.log" 2>&1
+  timeout "$limit" bash -c "$3" > "$dir/$name.log" 2>&1
   status=$?
   if [ "$status" -eq 0 ]; then
-    echo "PASS $name ($(( $(date +%s) - start )) s)"
+    echo "PASS $name ($(( $(date +%s) - start )) s)" > "$dir/$name.status"
   else
-    failed=$((failed + 1))
-    echo "FAIL $name (exit $status, $(( $(date +%s) - start )) s): $(tail -n 1 "$dir/$name.log")"
+    echo "FAIL $name (exit $status, $(( $(date +%s) - start )) s): $(tail -n 1 "$dir/$name.log")" \
+      > "$dir/$name.status"
   fi
 }
-smoke ablate_hopper 60 python -m bench.ablate_hopper --smoke --out "$dir/ablate_hopper.json"
-smoke attention 120 python -m bench.attention --quick --groups fa2 --out "$dir/attention.json"
-smoke autows 60 python -m bench.autows --out "$dir/autows.json"
-smoke ceilings 60 python -m bench.ceilings --name smoke --out "$dir/ceilings"
-smoke exam 90 python -m bench.exam --measure --smoke --out "$dir/exam.json"
-smoke fp8_decode 60 python -m bench.fp8_decode --rounds 1 --out "$dir/fp8_decode.json"
-smoke gqa_decode 60 python -m bench.gqa_decode --smoke --out "$dir/gqa_decode.json"
-smoke host_path 60 python -m bench.host_path --out "$dir/host_path.json"
-smoke launch_costs 60 python -m bench.launch_costs --out "$dir/launch_costs.json"
-smoke mufu 60 python -m bench.mufu --out "$dir/mufu.json"
-# ncu (Nsight Compute) with counter access is needed for the bytes half; without it this fails
-# after writing the timing half, roofline-overlay-h200.json
-smoke overlay 120 python -m bench.overlay --smoke --out "$dir/overlay"
-smoke bytes_interpreted 120 env TRITON_INTERPRET=1 python -m bench.bytes --smoke
-smoke paged_checks 60 python -m bench.paged_checks --smoke --out "$dir/paged_checks.json"
-smoke paged_decode 120 python -m bench.paged_decode --quick --rounds 1 --out "$dir/paged_decode.json"
-smoke paged_decode_sweep 120 python -m bench.paged_decode --sweep --quick --out "$dir/paged_sweep.json"
-smoke tune_flash 90 python -m bench.tune_flash --smoke --out "$dir/tune_flash.json"
-echo "exit status $failed ($failed failed)"
+start=$(date +%s)
+for entry in "${BENCHES[@]}"; do
+  IFS='|' read -r name limit command <<< "$entry"
+  while [ "$(jobs -rp | wc -l)" -ge "$LANES" ]; do wait -n; done
+  one "$name" "$limit" "$command" &
+done
+wait
+failed=0
+for entry in "${BENCHES[@]}"; do
+  name=${entry%%|*}
+  cat "$dir/$name.status"
+  grep -q '^PASS' "$dir/$name.status" || failed=$((failed + 1))
+done
+echo "exit status $failed ($failed of ${#BENCHES[@]} failed, $(( $(date +%s) - start )) s in all)"
 exit "$failed"
