@@ -46,15 +46,8 @@ from minimodel.attention_flash import flash_attention
 from minimodel.reference import attention_ref, visible_mask
 from minimodel.roofline import attention_flops
 
-IMPLS = [
-    "minimodel",
-    "minimodel_hopper",
-    "sdpa_flash",
-    "sdpa_cudnn",
-    "sdpa_efficient",
-    "flex",
-    "naive",
-]
+IMPLS = ["minimodel", "minimodel_hopper", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex"]
+IMPLS += ["naive"]
 OURS = ("minimodel", "minimodel_hopper")  # an error of these fails the run
 GROUPS = ["fa2", "d256", "gqa", "window"]
 WORKERS, ROUNDS = 12, 2  # compiling processes; timing rounds over all implementations of a case
@@ -80,7 +73,7 @@ class Case:
 
 
 def cases(quick: bool, groups: list[str] = GROUPS) -> list[Case]:
-    lengths = [2048, 8192] if quick else [512, 1024, 2048, 4096, 8192, 16384]
+    lengths = [2048] if quick else [512, 1024, 2048, 4096, 8192, 16384]
     dims = [d for g, d in (("fa2", 64), ("fa2", 128), ("d256", 256)) if g in groups]
     out = [
         Case("fa2", dt, 16384 // n, 2048 // d, 2048 // d, n, d, causal)
@@ -108,12 +101,10 @@ def case_key(rec: dict) -> tuple:
 
 def inputs(case: Case, seed: int = 0):
     g, dt = torch.Generator(device="cuda").manual_seed(seed), getattr(torch, case.dtype)
-    q = torch.randn(case.b, case.hq, case.n, case.d, device="cuda", generator=g, dtype=dt)
-    k, v = (
-        torch.randn(case.b, case.hkv, case.n, case.d, device="cuda", generator=g, dtype=dt)
-        for _ in "kv"
-    )
-    return q, k, v
+    return [
+        torch.randn(case.b, h, case.n, case.d, device="cuda", generator=g, dtype=dt)
+        for h in (case.hq, case.hkv, case.hkv)
+    ]
 
 
 @functools.cache
@@ -146,17 +137,14 @@ def make_fn(impl: str, case: Case, q, k, v):
     if impl in SDPA:
         if w is not None:
             raise NotImplementedError("SDPA has no sliding-window argument")
-        return functools.partial(
-            F.scaled_dot_product_attention, q, k, v, is_causal=case.causal, enable_gqa=gqa
-        )
+        sdpa_call = F.scaled_dot_product_attention
+        return functools.partial(sdpa_call, q, k, v, is_causal=case.causal, enable_gqa=gqa)
     if impl == "flex":
         mask_mod = None
-        if case.causal:
-            mask_mod = (
-                (lambda b, h, qi, ki: qi >= ki)
-                if w is None
-                else (lambda b, h, qi, ki: (qi >= ki) & (qi - ki < w))
-            )
+        if case.causal and w is None:
+            mask_mod = lambda b, h, qi, ki: qi >= ki
+        elif case.causal:
+            mask_mod = lambda b, h, qi, ki: (qi >= ki) & (qi - ki < w)
         block_mask = mask_mod and create_block_mask(
             mask_mod, None, None, case.n, case.n, device="cuda"
         )
@@ -189,13 +177,10 @@ def run_once(impl: str, case: Case, q, k, v):
         try:
             return fn, fn()
         except Exception as e:
-            reasons = [
-                str(w.message).strip().splitlines()[0] for w in caught if str(w.message).strip()
-            ]
+            reasons = [str(w.message).strip() for w in caught if str(w.message).strip()]
             if impl in SDPA and reasons:
-                raise RuntimeError(
-                    f"{error(e, 10**6)} [{' | '.join(dict.fromkeys(reasons))}]"
-                ) from e
+                why = " | ".join(dict.fromkeys(r.splitlines()[0] for r in reasons))
+                raise RuntimeError(f"{error(e, 10**6)} [{why}]") from e
             raise
 
 
@@ -228,13 +213,8 @@ def measure(case: Case, impls: list[str], run: int) -> list[dict]:
     q, k, v = inputs(case)
     recs, fns = {}, {}
     for impl in impls:
-        rec = recs[impl] = {
-            **dataclasses.asdict(case),
-            "impl": impl,
-            "flops": case.flops,
-            "run": run,
-            "ms_runs": [],
-        }
+        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": case.flops}
+        rec |= {"run": run, "ms_runs": []}
         if reason := outside_contract(impl, case):
             rec["error"], rec["outside_contract"] = reason, True
             continue
@@ -257,19 +237,13 @@ def measure(case: Case, impls: list[str], run: int) -> list[dict]:
 
 def main() -> None:
     parser = arguments(__doc__, quick="a few shapes, for a smoke run")
-    parser.add_argument(
-        "--impls", default=",".join(IMPLS), help=f"comma-separated, from {','.join(IMPLS)}"
-    )
-    parser.add_argument(
-        "--groups", default=",".join(GROUPS), help=f"comma-separated, from {','.join(GROUPS)}"
-    )
-    parser.add_argument(
-        "--merge",
-        type=Path,
-        metavar="JSON",
-        help="start from this data file: its records of the cases measured now "
-        "are replaced (every implementation of such a case), the others kept",
-    )
+    for name, known in (("impls", IMPLS), ("groups", GROUPS)):
+        parser.add_argument(
+            f"--{name}", default=",".join(known), help=f"comma-separated, from {','.join(known)}"
+        )
+    merge = "start from this data file: its records of the cases measured now are replaced, "
+    merge += "the others kept"
+    parser.add_argument("--merge", type=Path, metavar="JSON", help=merge)
     args = parser.parse_args()
     impls, groups = args.impls.split(","), args.groups.split(",")
     for name, given, known in (("--impls", impls, IMPLS), ("--groups", groups, GROUPS)):
@@ -308,56 +282,33 @@ def main() -> None:
         print(f"[{i + 1}/{len(grid)}, {time.time() - t0:.0f} s] {case}: {rates}", flush=True)
 
     env = environment()
-    this_run = {
-        "environment": env,
-        "cudnn": torch.backends.cudnn.version(),
-        "groups": groups,
-        "impls": impls,
-        "quick": args.quick,
-        "cases": len(grid),
-        "compile_s": round(t_compile),
-        "total_s": round(time.time() - t0),
-    }
+    this_run = {"environment": env, "cudnn": torch.backends.cudnn.version(), "groups": groups}
+    this_run |= {"impls": impls, "quick": args.quick, "cases": len(grid)}
+    this_run |= {"compile_s": round(t_compile), "total_s": round(time.time() - t0)}
     runs = []
     if old:
         measured = {case_key(dataclasses.asdict(c)) for c in grid}
         kept = [r for r in old["records"] if case_key(r) not in measured]
-        runs = old.get("runs") or [
-            {
-                "environment": old["environment"],
-                "groups": sorted({r["group"] for r in old["records"]}),
-                "impls": sorted({r["impl"] for r in old["records"]}),
-            }
-        ]
+        first = {"environment": old["environment"]}
+        first |= {f"{k}s": sorted({r[k] for r in old["records"]}) for k in ("group", "impl")}
+        runs = old.get("runs") or [first]
         replaced = len(old["records"]) - len(kept)
         print(f"merged: kept {len(kept)} records of {args.merge}, replaced {replaced}")
         records = kept + records
     ceilings = DATA / "ceilings-h200.json"
-    save(
-        args.out,
-        {
-            "environment": env,
-            "runs": [*runs, this_run],
-            "timing": "triton.testing.do_bench median per round, L2 flushed between runs; ms is "
-            "the median over rounds (ms_runs)",
-            "flops": "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)",
-            "ceilings": json.loads(ceilings.read_text())["ceilings"] if ceilings.exists() else None,
-            "records": records,
-        },
-    )
+    timing = "triton.testing.do_bench median per round, L2 flushed between runs; ms is "
+    record = {"environment": env, "runs": [*runs, this_run]}
+    record["timing"] = timing + "the median over rounds (ms_runs)"
+    record["flops"] = "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)"
+    record["ceilings"] = json.loads(ceilings.read_text())["ceilings"] if ceilings.exists() else None
+    save(args.out, record | {"records": records})
     assert not any(math.isnan(r.get("tflops", 0.0)) for r in records)
-    failed = [
-        f"{r['impl']} at {case_key(r)}: {r['error']}"
-        for r in records
-        if r["impl"] in OURS
-        and r.get("run") == run
-        and "error" in r
-        and not r.get("outside_contract")
-    ]
+    ours = [r for r in records if r["impl"] in OURS and r.get("run") == run]
+    failed = [r for r in ours if "error" in r and not r.get("outside_contract")]
     if failed:
+        said = "\n".join(f"{r['impl']} at {case_key(r)}: {r['error']}" for r in failed)
         raise SystemExit(
-            f"{len(failed)} runs of our kernels failed (recorded in {args.out}):\n"
-            + "\n".join(failed)
+            f"{len(failed)} runs of our kernels failed (recorded in {args.out}):\n{said}"
         )
 
 

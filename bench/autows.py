@@ -78,40 +78,27 @@ def ptxas_report(ptx: str) -> str:
     return " | ".join(line.split(":", 1)[-1].strip() for line in lines)
 
 
-def probe(
-    flagged: bool, capability: int, block_m: int, block_n: int, warps: int, stages: int
-) -> dict:
-    record = {
-        "warp_specialize_flag": flagged,
-        "target": f"sm_{capability}",
-        "BLOCK_M": block_m,
-        "BLOCK_N": block_n,
-        "num_warps": warps,
-        "num_stages": stages,
-        "head_dim": 128,
-        "dtype": "float16",
-    }
+def probe(flagged: bool, capability: int, block_m: int, block_n: int, warps: int, stages: int):
+    tiles = {"BLOCK_M": block_m, "BLOCK_N": block_n}
+    record = {"warp_specialize_flag": flagged, "target": f"sm_{capability}", **tiles}
+    record |= {"num_warps": warps, "num_stages": stages, "head_dim": 128, "dtype": "float16"}
     fn = kernel(flagged)
     constexprs = {
-        "BLOCK_M": block_m,
-        "BLOCK_N": block_n,
+        **tiles,
         "HEAD_DIM": 128,
         "CAUSAL": False,
         "WINDOWED": False,
         "DOT_PRECISION": "tf32",
     }
+    source = ASTSource(fn=fn, signature=signature(fn, block_m, block_n, 128), constexprs=constexprs)
+    options = {"num_warps": warps, "num_stages": stages}
     try:
-        compiled = triton.compile(
-            ASTSource(fn=fn, signature=signature(fn, block_m, block_n, 128), constexprs=constexprs),
-            target=GPUTarget("cuda", capability, 32),
-            options={"num_warps": warps, "num_stages": stages},
-        )
+        compiled = triton.compile(source, target=GPUTarget("cuda", capability, 32), options=options)
     except Exception as e:  # a compile failure is a result of the probe, recorded as such
         return {**record, "compiled": False, "error": error(e, 300)}
     record["compiled"] = True
-    record["ttgir_has_warp_specialize"] = bool(
-        re.search(r"ttg\.warp_specialize\b", compiled.asm["ttgir"])
-    )
+    partitions = re.search(r"ttg\.warp_specialize\b", compiled.asm["ttgir"])
+    record["ttgir_has_warp_specialize"] = bool(partitions)
     record["shared_bytes"] = compiled.metadata.shared
     if capability == 90:
         record["ptxas"] = ptxas_report(compiled.asm["ptx"])
@@ -126,9 +113,8 @@ def main() -> None:
             for flagged in (False, True):
                 records.append(probe(flagged, capability, *tile))
                 print(records[-1], flush=True)
-    save(
-        args.out, {"environment": environment(compiled="ahead of time, no GPU"), "records": records}
-    )
+    env = environment(compiled="ahead of time, no GPU")
+    save(args.out, {"environment": env, "records": records})
 
 
 if __name__ == "__main__":

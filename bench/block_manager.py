@@ -43,14 +43,9 @@ def bench(live: int, caching: bool, seed: int = 0) -> dict:
         for s, token in steps:
             m.append_slot(s, token)
         append_ns.append((time.perf_counter_ns() - t0) / OPS)
-    return {
-        "live": live,
-        "prefix_caching": caching,
-        "allocate_ns": min(allocate_ns),
-        "append_slot_ns": min(append_ns),
-        "allocate_ns_rounds": allocate_ns,
-        "append_slot_ns_rounds": append_ns,
-    }
+    best = {"allocate_ns": min(allocate_ns), "append_slot_ns": min(append_ns)}
+    rounds = {"allocate_ns_rounds": allocate_ns, "append_slot_ns_rounds": append_ns}
+    return {"live": live, "prefix_caching": caching, **best, **rounds}
 
 
 def main() -> None:
@@ -65,28 +60,16 @@ def main() -> None:
                     r[op] = min(r[op], old[op])
                     r[op + "_rounds"] = old[op + "_rounds"] + r[op + "_rounds"]
                 best[(live, caching)] = r
-                print(
-                    f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching "
-                    f"{caching!s:5}: allocate {r['allocate_ns'] / 1e3:.2f} us, append_slot "
-                    f"{r['append_slot_ns'] / 1e3:.2f} us",
-                    file=sys.stderr,
-                    flush=True,
-                )
-    setup = {
-        "block_size": BLOCK_SIZE,
-        "prompt_tokens": PROMPT,
-        "ops_per_round": OPS,
-        "rounds": ROUNDS,
-        "sweeps": SWEEPS,
-        "gc": "disabled while timing",
-        "statistic": "fastest round's mean time per op, over every round of every sweep "
-        "(timeit's advice: the slower rounds measure interference)",
-    }
-    save(
-        args.out,
-        {"environment": environment(), "setup": setup, "results": list(best.values())},
-        indent=2,
-    )
+                times = f"allocate {r['allocate_ns'] / 1e3:.2f} us, append_slot"
+                times += f" {r['append_slot_ns'] / 1e3:.2f} us"
+                where = f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching {caching!s:5}"
+                print(f"{where}: {times}", file=sys.stderr, flush=True)
+    setup = {"block_size": BLOCK_SIZE, "prompt_tokens": PROMPT, "ops_per_round": OPS}
+    setup |= {"rounds": ROUNDS, "sweeps": SWEEPS, "gc": "disabled while timing"}
+    setup["statistic"] = "fastest round's mean time per op, over every round of every sweep "
+    setup["statistic"] += "(timeit's advice: the slower rounds measure interference)"
+    record = {"environment": environment(), "setup": setup, "results": list(best.values())}
+    save(args.out, record, indent=2)
 
 
 if __name__ == "__main__":

@@ -160,12 +160,8 @@ def probe(case: Case, fn) -> dict:
     if case.impl == "flash":
         fn()
         c = _attn_fwd_tuned.best_config
-        return {
-            "block_m": c.kwargs["BLOCK_M"],
-            "block_n": c.kwargs["BLOCK_N"],
-            "num_warps": c.num_warps,
-            "num_stages": c.num_stages,
-        }
+        tiles = {"block_m": c.kwargs["BLOCK_M"], "block_n": c.kwargs["BLOCK_N"]}
+        return tiles | {"num_warps": c.num_warps, "num_stages": c.num_stages}
     if case.impl not in ("decode", "paged"):
         fn()
         return {}
@@ -211,12 +207,13 @@ def _case_marker(x_ptr):
     tl.store(x_ptr + tl.program_id(0), 1)
 
 
-def child(sidecar: Path, pins_path: str) -> None:
-    """Runs under ncu: every case once, alone between cudaProfilerStart/Stop, after its marker."""
+def child(sidecar: Path, pins_path: str, ids: str = "-") -> None:
+    """Runs under ncu: every case (or those of the comma-separated `ids`) once, alone between
+    cudaProfilerStart/Stop, after its marker."""
     pins = json.loads(Path(pins_path).read_text()) if pins_path != "-" else {}
     buf = torch.zeros(1, device="cuda", dtype=torch.int32)
     ran, errors = [], {}
-    for case in CASES:
+    for case in [c for c in CASES if ids == "-" or c.id in ids.split(",")]:
         try:
             with pinned(pins.get(case.id) if case.impl == "flash" else None), torch.no_grad():
                 fn = build(case)
@@ -236,18 +233,12 @@ def child(sidecar: Path, pins_path: str) -> None:
     sidecar.write_text(json.dumps({"ran": ran, "errors": errors}, indent=1))
 
 
-METRICS_ALL = [
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "gpu__time_duration.sum",
-    "lts__t_bytes.sum",
-    "lts__t_sectors_op_read.sum",
-    "lts__t_sectors_op_write.sum",
-    "lts__t_sectors_srcunit_tex_op_read.sum",
-    "lts__t_sectors_srcunit_tex_op_write.sum",
-    "l1tex__m_xbar2l1tex_read_bytes.sum",
-    "l1tex__m_l1tex2xbar_write_bytes.sum",
-]
+METRICS_ALL = (
+    "dram__bytes_read.sum dram__bytes_write.sum gpu__time_duration.sum lts__t_bytes.sum "
+    "lts__t_sectors_op_read.sum lts__t_sectors_op_write.sum "
+    "lts__t_sectors_srcunit_tex_op_read.sum lts__t_sectors_srcunit_tex_op_write.sum "
+    "l1tex__m_xbar2l1tex_read_bytes.sum l1tex__m_l1tex2xbar_write_bytes.sum"
+).split()
 METRICS_FALLBACK = METRICS_ALL[:6]  # if this ncu lacks one of the source-filtered metrics
 METRICS_NONE = METRICS_ALL[:2]
 OPTIONS = "--csv --print-units base --clock-control none --profile-from-start off".split()
@@ -286,24 +277,16 @@ def group(kernels: list[dict], ran: list[dict]) -> dict[str, list[dict]]:
     return {r["id"]: g for r, g in zip(ran, groups, strict=True)}
 
 
-def measure(out: Path, pins: str = "-", log=print) -> dict:
-    """Profile every case in both cache modes; write and return the data file's record."""
+def measure(out: Path, pins: str = "-", log=print, ids: str = "-") -> dict:
+    """Profile every case (or those of `ids`) in both cache modes; write and return the record."""
     ncu = find_ncu()
     record = {"environment": environment(), "cases": {}, "errors": {}, "commands": {}}
     for mode in MODES:
         sidecar, t0 = out.parent / f".bytes-{mode}.json", time.time()
         for metrics in [METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]:
             options = [*OPTIONS, *MODES[mode].split(), "--metrics", ",".join(metrics)]
-            cmd = [
-                ncu,
-                *options,
-                sys.executable,
-                "-m",
-                "bench.bytes",
-                "--child",
-                str(sidecar),
-                pins,
-            ]
+            cmd = [ncu, *options, sys.executable, "-m", "bench.bytes", "--child", str(sidecar)]
+            cmd += [pins, ids]
             done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             log_text = done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
             (out.parent / f"ncu-{mode}.log").write_text(log_text)
@@ -321,10 +304,8 @@ def measure(out: Path, pins: str = "-", log=print) -> dict:
         for r in side["ran"]:
             record["cases"].setdefault(r["id"], {"params": r["params"]})[mode] = grouped[r["id"]]
         record["errors"].update({f"{k} ({mode})": v for k, v in side["errors"].items()})
-        log(
-            f"ncu --cache-control {mode}: {len(side['ran'])} cases, {len(side['errors'])} failed, "
-            f"{time.time() - t0:.0f} s, passes {passes}"
-        )
+        counts = f"{len(side['ran'])} cases, {len(side['errors'])} failed"
+        log(f"ncu --cache-control {mode}: {counts}, {time.time() - t0:.0f} s, passes {passes}")
     out.write_text(json.dumps(record, indent=1) + "\n")
     return record
 
@@ -344,7 +325,7 @@ def smoke() -> None:
 
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
-        return child(Path(sys.argv[2]), sys.argv[3])
+        return child(Path(sys.argv[2]), *sys.argv[3:])
     parser = arguments(__doc__, DATA / "bytes-h200.json", smoke="tiny shapes, in the interpreter")
     parser.add_argument("--pins", default="-", help="JSON {case id: Flash tile configuration}")
     args = parser.parse_args()

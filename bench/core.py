@@ -23,10 +23,8 @@ SDPA = {  # the SDPA backends the benchmarks compare against, by the name their 
 
 
 def git(*args: str) -> str:
-    run = subprocess.run(
-        ["git", "-C", str(ROOT), *args], text=True, capture_output=True, check=True
-    )
-    return run.stdout.strip()
+    command = ["git", "-C", str(ROOT), *args]
+    return subprocess.run(command, text=True, capture_output=True, check=True).stdout.strip()
 
 
 def commit() -> str:
@@ -39,6 +37,11 @@ def commit() -> str:
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
+
+
+def now() -> str:
+    """The UTC date and time, to the second, as data files record it."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def environment(**extra: object) -> dict:
@@ -57,7 +60,7 @@ def environment(**extra: object) -> dict:
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
         "commit": commit(),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "date": now(),
         **extra,
     }
 

@@ -30,7 +30,6 @@ is recorded as skipped, saying why. The device's copy rate is measured in the sa
 
 import argparse
 import dataclasses
-import datetime
 import inspect
 import json
 import os
@@ -42,7 +41,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from bench.core import DATA, ROOT, commit, environment, error, in_blocks, randn, save, sdpa, time_ms
+from bench import core
+from bench.core import DATA, ROOT, environment, error, in_blocks, randn, save, sdpa, time_ms
 
 PREDICTIONS = DATA / "exam-predictions.json"
 MEASURED = DATA / "exam-h200.json"
@@ -96,34 +96,19 @@ CASES = [
 def predict_case(case: Case, roofs) -> dict:
     """FLOPs and compulsory bytes from minimodel.roofline, placed on the roofs: the time at the
     attainable rate, min(attention's compute roof at d, I beta)."""
-    from minimodel.roofline import (
-        arithmetic_intensity,
-        varlen_attention_flops,
-        varlen_attention_min_bytes,
-    )
+    from minimodel import roofline as r
 
-    flops = varlen_attention_flops(
+    flops = r.varlen_attention_flops(
         case.hq, case.d, case.seqs, causal=case.causal, window=case.window
     )
     fp8 = case.kv_dtype == FP8
-    nbytes = varlen_attention_min_bytes(
-        case.hq,
-        case.hkv,
-        case.d,
-        case.seqs,
-        kv_elem_bytes=1 if fp8 else None,
-        kv_scale_bytes=FP8_SCALE_BYTES if fp8 else 0,
-    )
-    intensity = arithmetic_intensity(flops, nbytes)
-    compute_roof = roofs.attention_roof(case.d)
-    return {
-        **dataclasses.asdict(case),
-        "flops": flops,
-        "bytes": nbytes,
-        "intensity": intensity,
-        "roof": "memory" if intensity * roofs.bandwidth <= compute_roof else "compute",
-        "time_us": flops / roofs.attainable(intensity, head_dim=case.d) * 1e6,
-    }
+    kv = {"kv_elem_bytes": 1 if fp8 else None, "kv_scale_bytes": FP8_SCALE_BYTES if fp8 else 0}
+    nbytes = r.varlen_attention_min_bytes(case.hq, case.hkv, case.d, case.seqs, **kv)
+    intensity = r.arithmetic_intensity(flops, nbytes)
+    roof = "memory" if intensity * roofs.bandwidth <= roofs.attention_roof(case.d) else "compute"
+    time_us = flops / roofs.attainable(intensity, head_dim=case.d) * 1e6
+    out = dataclasses.asdict(case) | {"flops": flops, "bytes": nbytes, "intensity": intensity}
+    return out | {"roof": roof, "time_us": time_us}
 
 
 def predict() -> dict:
@@ -132,13 +117,8 @@ def predict() -> dict:
 
     roofs = h200_roofs()
     return {
-        "roofs": {
-            "name": roofs.name,
-            "peak_flops": roofs.peak_flops,
-            "bandwidth": roofs.bandwidth,
-            "exp_rate": roofs.exp_rate,
-            "attention_roof": {str(d): roofs.attention_roof(d) for d in (64, 128)},
-        },
+        "roofs": {k: getattr(roofs, k) for k in ("name", "peak_flops", "bandwidth", "exp_rate")}
+        | {"attention_roof": {str(d): roofs.attention_roof(d) for d in (64, 128)}},
         "cases": [predict_case(case, roofs) for case in CASES],
     }
 
@@ -154,11 +134,7 @@ def provenance() -> dict:
 
 def write_predictions(out: Path) -> None:
     record = {
-        "environment": {
-            "commit": commit(),
-            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            "inputs": provenance(),
-        },
+        "environment": {"commit": core.commit(), "date": core.now(), "inputs": provenance()},
         "model": "flops: minimodel.roofline.varlen_attention_flops (4 d Hq over the visible "
         "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
         "(queries read and outputs written once in fp16, every sequence's K and V read "
@@ -179,26 +155,23 @@ CHECK_TOL = 2e-2  # max |O - reference| for fp16 outputs of unit-variance inputs
 E4M3_MAX = 448.0  # the largest float8_e4m3fn
 
 # Tiny shapes of the same cases: the smoke run (CPU interpreter) that keeps this bench from rotting.
-SMOKE_SHAPES = {
-    "fp8_kv_decode": dict(hq=4, hkv=2, d=16, groups=((2, 1, 40),)),
-    "verification": lambda c: dict(hq=4, hkv=2, d=16, groups=((2, c.groups[0][1], 40),)),
-    "mixed_batch": lambda c: dict(
-        hq=4,
-        hkv=2,
-        d=16,
-        groups=tuple((1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups),
+SMALL = {"hq": 4, "hkv": 2, "d": 16}
+SMOKE_SHAPES = {  # function: the case's tiny shapes
+    "fp8_kv_decode": lambda c: SMALL | {"groups": ((2, 1, 40),)},
+    "verification": lambda c: SMALL | {"groups": ((2, c.groups[0][1], 40),)},
+    "mixed_batch": lambda c: (
+        SMALL | {"groups": tuple((1, 24, 24) if nq > 1 else (3, 1, 40) for _, nq, _ in c.groups)}
     ),
-    "sliding_window_prefill": lambda c: dict(
-        hq=4, hkv=2, d=16, groups=((1, 64, 64),), window=c.window and 16
+    "sliding_window_prefill": lambda c: (
+        SMALL | {"groups": ((1, 64, 64),), "window": c.window and 16}
     ),
-    "cross_attention": dict(hq=2, hkv=2, d=16, groups=((2, 8, 40),)),
-    "mqa_decode": lambda c: dict(hq=4, hkv=min(c.hkv, 2), d=16, groups=((4, 1, 32),)),
+    "cross_attention": lambda c: SMALL | {"hq": 2, "groups": ((2, 8, 40),)},
+    "mqa_decode": lambda c: SMALL | {"hkv": min(c.hkv, 2), "groups": ((4, 1, 32),)},
 }
 
 
 def smoke_case(case: Case) -> Case:
-    shape = SMOKE_SHAPES[case.function]
-    return dataclasses.replace(case, **(shape(case) if callable(shape) else shape))
+    return dataclasses.replace(case, **SMOKE_SHAPES[case.function](case))
 
 
 def to_pools(k: torch.Tensor, v: torch.Tensor, lens: list[int]):
@@ -241,13 +214,8 @@ def reference_error(out_rows, q_rows, k, v, case: Case) -> float:
     from minimodel.reference import attention_ref
 
     g = case.hq // case.hkv
-    ref = attention_ref(
-        q_rows[None, :g].float(),
-        k[None, :1].float(),
-        v[None, :1].float(),
-        causal=case.causal,
-        window=case.window,
-    )[0]
+    q, k, v = q_rows[None, :g].float(), k[None, :1].float(), v[None, :1].float()
+    ref = attention_ref(q, k, v, causal=case.causal, window=case.window)[0]
     return (out_rows[:g].float() - ref).abs().max().item()
 
 
@@ -269,8 +237,7 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     b, nk_max = len(seqs), max(nk for _, nk in seqs)
     lens = [nk for _, nk in seqs]
 
-    def rand(*shape):
-        return randn(*shape, generator=gen, device=device)
+    rand = lambda *shape: randn(*shape, generator=gen, device=device)
 
     k, v = rand(b, case.hkv, nk_max, case.d), rand(b, case.hkv, nk_max, case.d)
     impls: dict[str, dict] = {}
@@ -279,7 +246,7 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     if case.run == "attention":
         nq = seqs[0][0]
         q = rand(b, case.hq, nq, case.d)
-        fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)  # noqa: E731
+        fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)
         r = min(nq, 64)
 
         def check(out):
@@ -290,12 +257,8 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
 
         api = "minimodel.attention, contiguous tensors"
         if case.window is None:
-            anchor = (
-                lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1),
-                "SDPA cuDNN, contiguous, enable_gqa"
-                if case.hq != case.hkv
-                else "SDPA cuDNN, contiguous",
-            )
+            what = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
+            anchor = (lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1), what)
     elif case.run == "paged_decode":
         q = rand(b, case.hq, case.d)
         kp, vp, table = to_pools(k, v, lens)
@@ -307,44 +270,28 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
                 return {"ours": {"skipped": why}}
             (kp, ks), (vp, vs) = quantize_e4m3(kp), quantize_e4m3(vp)
             kw = {"k_scale": ks, "v_scale": vs}
-        fn = lambda: paged_decode(
-            q,
-            kp,
-            vp,
-            table,
-            lens_t,  # noqa: E731
-            max_context_len=max(lens),
-            **kw,
-        )
+        fn = lambda: paged_decode(q, kp, vp, table, lens_t, max_context_len=max(lens), **kw)
 
         def keys(pool, scale, i):  # the cache the kernel reads, dequantised for the reference
-            return from_pool(
-                pool.float() if scale is None else pool.float() * scale[..., None],
-                table,
-                i,
-                lens[i],
-            )
+            pool = pool.float() if scale is None else pool.float() * scale[..., None]
+            return from_pool(pool, table, i, lens[i])
 
         def check(out):
-            return max(
+            ks, vs = kw.get("k_scale"), kw.get("v_scale")
+            errs = [
                 reference_error(
-                    out[i, :, None],
-                    q[i, :, None],
-                    keys(kp, kw.get("k_scale"), i),
-                    keys(vp, kw.get("v_scale"), i),
-                    case,
+                    out[i, :, None], q[i, :, None], keys(kp, ks, i), keys(vp, vs, i), case
                 )
                 for i in sorted({0, b - 1})
-            )
+            ]
+            return max(errs)
 
         api = f"paged_decode, blocks of {BLOCK_SIZE}, random order, fast path"
         if case.kv_dtype == FP8:
             api += ", float8_e4m3fn pools with per-token-per-head float32 scales"
         if case.kv_dtype != FP8:  # the fp8 case's anchors are the fp16 case's
-            anchor = (
-                lambda: sdpa_cudnn(q[:, :, None], k, v),
-                "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else ""),
-            )
+            what = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
+            anchor = (lambda: sdpa_cudnn(q[:, :, None], k, v), what)
     elif case.run == "paged_prefill":
         rows = [nq for nq, _ in seqs]
         q = rand(sum(rows), case.hq, case.d)
@@ -354,49 +301,30 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
         for n in rows:
             starts.append(starts[-1] + n)
         starts_t = torch.tensor(starts, dtype=torch.int32, device=device)
+        masks = {"causal": case.causal, "window": case.window}
         fn = lambda: paged_prefill(
-            q,
-            kp,
-            vp,
-            table,
-            lens_t,
-            starts_t,  # noqa: E731
-            max_query_len=max(rows),
-            causal=case.causal,
-            window=case.window,
+            q, kp, vp, table, lens_t, starts_t, max_query_len=max(rows), **masks
         )
 
         def check(out):
             errs = []
             for i in sorted({0, b - 1}):
-                r = min(rows[i], 64)
-                sl = slice(starts[i + 1] - r, starts[i + 1])
-                errs.append(
-                    reference_error(
-                        out[sl].transpose(0, 1),
-                        q[sl].transpose(0, 1),
-                        k[i, :, : lens[i]],
-                        v[i, :, : lens[i]],
-                        case,
-                    )
-                )
+                sl = slice(starts[i + 1] - min(rows[i], 64), starts[i + 1])
+                o, qi = out[sl].transpose(0, 1), q[sl].transpose(0, 1)
+                errs.append(reference_error(o, qi, k[i, :, : lens[i]], v[i, :, : lens[i]], case))
             return max(errs)
 
         api = f"paged_prefill, blocks of {BLOCK_SIZE}, random order, fast path"
         if uniform:
             nq, nk = seqs[0]
             q4 = q.view(b, nq, case.hq, case.d).transpose(1, 2)
+            what = "SDPA cuDNN, contiguous, enable_gqa"
             if nq == nk or nq == 1:
-                anchor = (
-                    lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1),
-                    "SDPA cuDNN, contiguous, enable_gqa",
-                )
+                anchor = (lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1), what)
             else:  # a few tokens at the end: causal aligned bottom-right, as a boolean mask
                 mask = torch.ones(nq, nk, dtype=torch.bool, device=device).tril(nk - nq)
-                anchor = (
-                    lambda: sdpa_cudnn(q4, k, v, attn_mask=mask),
-                    "SDPA cuDNN, contiguous, enable_gqa, bottom-right causal as a mask",
-                )
+                what += ", bottom-right causal as a mask"
+                anchor = (lambda: sdpa_cudnn(q4, k, v, attn_mask=mask), what)
     else:
         raise ValueError(f"unknown run {case.run!r}")
     try:
@@ -407,15 +335,10 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     if device.type != "cuda":
         impls["sdpa_cudnn"] = {"skipped": "SDPA's cuDNN backend needs a CUDA GPU"}
     elif anchor is None:
-        impls["sdpa_cudnn"] = {
-            "skipped": (
-                "SDPA has no sliding window"
-                if case.window
-                else "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
-                if case.kv_dtype == FP8
-                else "SDPA takes no batch of sequences of different lengths: see prefill and decode"
-            )
-        }
+        why = "SDPA takes no batch of sequences of different lengths: see prefill and decode"
+        if case.kv_dtype == FP8:
+            why = "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
+        impls["sdpa_cudnn"] = {"skipped": "SDPA has no sliding window" if case.window else why}
     else:
         fn_a, what = anchor
         try:
@@ -462,12 +385,8 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
     recs = []
     for case, impls in built.items():
         for impl, entry in impls.items():
-            rec = {
-                "function": function,
-                "case": case,
-                "impl": impl,
-                **{k: val for k, val in entry.items() if k != "fn"},
-            }
+            rec = {"function": function, "case": case, "impl": impl}
+            rec |= {k: val for k, val in entry.items() if k != "fn"}
             if "max_err" in rec:
                 rec["check"] = "ok" if rec["max_err"] <= CHECK_TOL else "FAILED"
                 rec["us_runs"] = []
@@ -490,6 +409,15 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
     return out
 
 
+def outcome(rec: dict) -> str:
+    """A measured record in a few words: its time, or why there is none."""
+    return (
+        f"{rec['us']:,.1f} us"
+        if "us" in rec
+        else rec.get("skipped") or rec.get("error") or rec["check"]
+    )
+
+
 def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> dict:
     """Every variant, in order; the record bench.exam --measure writes."""
     from bench.paged_decode import copy_rate
@@ -500,11 +428,8 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
     record = {
         "environment": environment(),
         "smoke": smoke,
-        "predictions": {
-            "file": "data/exam-predictions.json",
-            "commit": key["commit"],
-            "date": key["date"],
-        },
+        "predictions": {"file": "data/exam-predictions.json"}
+        | {k: key[k] for k in ("commit", "date")},
         "timing": "us: median over rounds of bench.core.time_ms(fn, graph=True) (a CUDA graph "
         "replayed: GPU time, no host time), every implementation of a variant in turns"
         if device.type == "cuda"
@@ -522,20 +447,9 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         start = time.perf_counter()
         recs = measure_variant([c for c in cases if c.function == function], device, rounds)
         record["cases"] += recs
-        said = [
-            f"{r['case']} {r['impl']} "
-            + (
-                f"{r['us']:,.1f} us"
-                if "us" in r
-                else r.get("skipped") or r.get("error") or r["check"]
-            )
-            for r in recs
-        ]
-        print(
-            f"[{i}/{len(functions)}] {function} ({time.perf_counter() - start:.0f} s): "
-            + "; ".join(said),
-            flush=True,
-        )
+        said = "; ".join(f"{r['case']} {r['impl']} {outcome(r)}" for r in recs)
+        took = time.perf_counter() - start
+        print(f"[{i}/{len(functions)}] {function} ({took:.0f} s): {said}", flush=True)
     if device.type == "cuda":
         record["copy_bytes_per_s"].append(copy_rate())
     return record
@@ -545,17 +459,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument(
-        "--predict",
-        action="store_true",
-        help=f"write the course's predictions ({PREDICTIONS.relative_to(ROOT)})",
-    )
-    parser.add_argument(
-        "--measure",
-        action="store_true",
-        help=f"run the cases ({MEASURED.relative_to(ROOT)}; with --smoke: tiny "
-        "shapes, --out required)",
-    )
+    predict, measured = (f.relative_to(ROOT) for f in (PREDICTIONS, MEASURED))
+    parser.add_argument("--predict", action="store_true", help=f"write {predict}")
+    parser.add_argument("--measure", action="store_true", help=f"run the cases ({measured})")
     parser.add_argument("--smoke", action="store_true", help="with --measure: tiny shapes")
     parser.add_argument("--only", help="with --measure: one variant, by its function's name")
     parser.add_argument("--rounds", type=int, default=ROUNDS)

@@ -54,7 +54,8 @@ def errors(out: torch.Tensor, q, k, v) -> float:
     for r in CHECKED:
         ref = attention_ref(
             q[r : r + 1, :, None].float(), k[r : r + 1].float(), v[r : r + 1].float()
-        )[0, :, 0]
+        )
+        ref = ref[0, :, 0]
         worst = max(worst, (out[r].float() - ref).abs().max().item())
     return worst
 
@@ -102,26 +103,28 @@ def main() -> None:
     (k8, ks), (v8, vs) = quantize_kv(k32), quantize_kv(v32)
     k_pool8, k_scale, table = pools(k8, ks, lens)
     v_pool8, v_scale, _ = pools(v8, vs, lens)
-    k_pool16, _ = in_blocks(k16, lens, BLOCK_SIZE)
-    v_pool16, _ = in_blocks(v16, lens, BLOCK_SIZE)
+    (k_pool16, _), (v_pool16, _) = (in_blocks(t, lens, BLOCK_SIZE) for t in (k16, v16))
     fast = {"max_context_len": N}
     scales = {"k_scale": k_scale, "v_scale": v_scale}
-    fns = {
-        "fp8_paged": lambda: paged_decode(q, k_pool8, v_pool8, table, lens_t, **fast, **scales),
-        "fp8_paged_block_n_128": with_tile(
-            128, lambda: paged_decode(q, k_pool8, v_pool8, table, lens_t, **fast, **scales)
-        ),
-        "fp16_paged": lambda: paged_decode(q, k_pool16, v_pool16, table, lens_t, **fast),
-    }
+    fp8_call = lambda: paged_decode(q, k_pool8, v_pool8, table, lens_t, **fast, **scales)
+    fns = {"fp8_paged": fp8_call, "fp8_paged_block_n_128": with_tile(128, fp8_call)}
+    fns["fp16_paged"] = lambda: paged_decode(q, k_pool16, v_pool16, table, lens_t, **fast)
     # SDPA on the contiguous cache, GQA through enable_gqa if cuDNN takes it (it did in
     # data/bench-paged-decode-h200.json), else on kv heads repeated beforehand: `form` says
     cudnn, sdpa_form = sdpa_fn("sdpa_cudnn", q[:, :, None], k16, v16, Decode("b64", B, N))
     fns["sdpa_cudnn"] = lambda: cudnn()[:, :, 0]
-    fp8_bytes = scaled_kv_cache_bytes(1, HKV, D, N, batch=B)
-    fp16_bytes = kv_cache_bytes(1, HKV, D, N, batch=B)
+    fp8_bytes, fp16_bytes = (
+        f(1, HKV, D, N, batch=B) for f in (scaled_kv_cache_bytes, kv_cache_bytes)
+    )
     k_hat, v_hat = dequantize_kv(k8, ks), dequantize_kv(v8, vs)  # float32
-    budget_fp8 = pytorch_error(q, k_hat, v_hat)
-    budget_fp16 = pytorch_error(q, k16, v16)
+    budget_fp8, budget_fp16 = pytorch_error(q, k_hat, v_hat), pytorch_error(q, k16, v16)
+    forms = {  # what each implementation is, as its record says
+        "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
+        "float32 scales per token and kv head, shipped tiles",
+        "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
+        "fp16_paged": "the same block table, float16 pools",
+        "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
+    }
     records = {}
     for name, fn in fns.items():
         with sdpa(name):
@@ -135,33 +138,15 @@ def main() -> None:
                 f"{name}: error {own:.3e} against the reference on its own cache, "
                 f"more than twice PyTorch's {budget:.3e}: not timed"
             )
-        records[name] = {
-            "impl": name,
-            "kv_bytes": fp8_bytes if fp8 else fp16_bytes,
-            "form": {
-                "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
-                "float32 scales per token and kv head, shipped tiles",
-                "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
-                "fp16_paged": "the same block table, float16 pools",
-                "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
-            }[name],
-            "max_err_own_cache": own,
-            "pytorch_err_own_cache": budget,
-            "max_err_vs_float32_drawn": errors(out, q, k32, v32),
-            "graph_ms_runs": [],
-        }
+        rec = {"impl": name, "kv_bytes": fp8_bytes if fp8 else fp16_bytes, "form": forms[name]}
+        rec |= {"max_err_own_cache": own, "pytorch_err_own_cache": budget}
+        rec["max_err_vs_float32_drawn"] = errors(out, q, k32, v32)
+        records[name] = rec | {"graph_ms_runs": []}
         del out
     record = {
         "environment": environment(),
-        "shape": {
-            "b": B,
-            "ctx": N,
-            "hq": HQ,
-            "hkv": HKV,
-            "d": D,
-            "block_size": BLOCK_SIZE,
-            "q_dtype": "float16",
-        },
+        "shape": {"b": B, "ctx": N, "hq": HQ, "hkv": HKV, "d": D}
+        | {"block_size": BLOCK_SIZE, "q_dtype": "float16"},
         "flops": attention_flops(B, HQ, 1, N, D, causal=True),
         "timing": "bench.core.time_ms(graph=True): minimodel.timing.gpu_time_ms, the median of "
         "do_bench_cudagraph replays; rounds in turns (graph_ms_runs), graph_ms their "
@@ -176,11 +161,8 @@ def main() -> None:
     for i in range(args.rounds):
         for name, fn in fns.items():
             records[name]["graph_ms_runs"].append(time_ms(fn, name, graph=True))
-        print(
-            f"round {i + 1}/{args.rounds}: "
-            + ", ".join(f"{n} {r['graph_ms_runs'][-1] * 1e3:.1f} us" for n, r in records.items()),
-            flush=True,
-        )
+        said = ", ".join(f"{n} {r['graph_ms_runs'][-1] * 1e3:.1f} us" for n, r in records.items())
+        print(f"round {i + 1}/{args.rounds}: {said}", flush=True)
     record["copy_bytes_per_s"].append(copy_rate())
     for rec in records.values():
         rec["graph_ms"] = statistics.median(rec["graph_ms_runs"])

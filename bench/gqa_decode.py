@@ -38,30 +38,17 @@ def implementations(q, k, v, hkv: int) -> dict:
     g = HQ // hkv
     cache, full = (kv_cache_bytes(1, h, D, CTX, batch=B) for h in (hkv, HQ))
     k_rep, v_rep = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    sdpa_call = F.scaled_dot_product_attention
     out = {
-        f"{impl}_repeated": (
-            lambda: F.scaled_dot_product_attention(q, k_rep, v_rep),
-            impl,
-            full,
-            f"SDPA {impl[5:]}, K/V repeated to Hq heads beforehand",
-        )
+        f"{impl}_repeated": (lambda: sdpa_call(q, k_rep, v_rep), impl, full)
+        + (f"SDPA {impl[5:]}, K/V repeated to Hq heads beforehand",)
         for impl in ("sdpa_cudnn", "sdpa_flash")
     }
-    repeat = lambda: F.scaled_dot_product_attention(
-        q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-    )
-    out["repeat_then_sdpa_cudnn"] = (
-        repeat,
-        "sdpa_cudnn",
-        cache + 2 * full,
-        "repeat_interleave to Hq heads inside the step, then SDPA cuDNN",
-    )
-    out["grouped_attention"] = (
-        lambda: grouped_attention(q, k, v),
-        None,
-        cache,
-        "Lab 04's grouped_attention: PyTorch operations, float32 compute, kv heads in place",
-    )
+    repeat = lambda: sdpa_call(q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1))
+    what = "repeat_interleave to Hq heads inside the step, then SDPA cuDNN"
+    out["repeat_then_sdpa_cudnn"] = (repeat, "sdpa_cudnn", cache + 2 * full, what)
+    what = "Lab 04's grouped_attention: PyTorch operations, float32 compute, kv heads in place"
+    out["grouped_attention"] = (lambda: grouped_attention(q, k, v), None, cache, what)
     return out
 
 
@@ -77,32 +64,18 @@ def bench(hkv: int) -> list[dict]:
     for name, (fn, impl, read, form) in impls.items():
         with sdpa(impl):
             err = (fn()[:2].float() - ref).abs().max().item()
-        recs[name] = {
-            "b": B,
-            "ctx": CTX,
-            "hq": HQ,
-            "hkv": hkv,
-            "d": D,
-            "dtype": case.dtype,
-            "impl": name,
-            "form": form,
-            "max_err": err,
-            "kv_bytes": nbytes,
-            "read_bytes": read,
-            "ms_runs": [],
-            "graph_ms_runs": [],
-        }
+        recs[name] = {"b": B, "ctx": CTX, "hq": HQ, "hkv": hkv, "d": D, "dtype": case.dtype}
+        recs[name] |= {"impl": name, "form": form, "max_err": err, "kv_bytes": nbytes}
+        recs[name] |= {"read_bytes": read, "ms_runs": [], "graph_ms_runs": []}
     fns, backends = (
         {n: f for n, (f, *_) in impls.items()},
         {n: i for n, (_, i, *_) in impls.items()},
     )
     timed(recs, fns, 2, nbytes=nbytes, impls=backends)
     for rec in recs.values():
-        print(
-            f"Hkv={hkv:2d} {rec['impl']:<24} {rec['ms']:.4f} ms eager, "
-            f"{rec.get('graph_ms', float('nan')):.4f} ms graph, err {rec['max_err']:.1e}",
-            flush=True,
-        )
+        graph = rec.get("graph_ms", float("nan"))
+        said = f"{rec['ms']:.4f} ms eager, {graph:.4f} ms graph, err {rec['max_err']:.1e}"
+        print(f"Hkv={hkv:2d} {rec['impl']:<24} {said}", flush=True)
     return list(recs.values())
 
 

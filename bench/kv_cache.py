@@ -10,12 +10,7 @@ the KV cache, with `grouped_attention`), and the cache's bytes are measured from
 import torch
 
 from bench.core import DATA, arguments, environment, save
-from minimodel.attention_mqa_gqa import (
-    blank_kv_cache,
-    cache_bytes,
-    grouped_attention,
-    verb_model_config,
-)
+from minimodel import attention_mqa_gqa as lab
 from minimodel.minigpt import MiniGPT
 from minimodel.roofline import kv_cache_bytes
 from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
@@ -27,55 +22,46 @@ DTYPE = torch.float32  # the dtype the lab's models are trained and run in
 
 def measure(n_kv_heads: int) -> dict:
     """Prefill, decode and measure one variant (seed-0 weights: the bytes do not depend on them)."""
-    config = verb_model_config(n_kv_heads)
+    config, attn = lab.verb_model_config(n_kv_heads), lab.grouped_attention
     torch.manual_seed(0)
     model = MiniGPT(config).to(DTYPE).eval()
     tokens = torch.tensor([verb_sequence()])
     n = tokens.shape[1]
-    cache = blank_kv_cache(config, batch=1, dtype=DTYPE)
-    empty = cache_bytes(cache)
+    cache = lab.blank_kv_cache(config, batch=1, dtype=DTYPE)
+    empty = lab.cache_bytes(cache)
     with torch.no_grad():
-        prefill = torch.arange(PREFILL)[None]
-        steps = [model(tokens[:, :PREFILL], prefill, cache, attn=grouped_attention)]
-        after_prefill = cache_bytes(cache)
+        steps = [model(tokens[:, :PREFILL], torch.arange(PREFILL)[None], cache, attn=attn)]
+        after_prefill = lab.cache_bytes(cache)
         for i in range(PREFILL, n):
-            steps.append(
-                model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, attn=grouped_attention)
-            )
-        full = model(tokens, attn=grouped_attention)
-    measured = cache_bytes(cache)
-    formula = lambda n_tokens: kv_cache_bytes(
-        config.n_layers, n_kv_heads, config.head_dim, n_tokens, elem_bytes=DTYPE.itemsize
-    )
+            steps.append(model(tokens[:, i : i + 1], torch.tensor([[i]]), cache, attn=attn))
+        full = model(tokens, attn=attn)
+    measured = lab.cache_bytes(cache)
+    shape = (config.n_layers, n_kv_heads, config.head_dim)
+    formula = lambda n_tokens: kv_cache_bytes(*shape, n_tokens, elem_bytes=DTYPE.itemsize)
     record = {
         "name": f"kv{n_kv_heads}",
         "n_kv_heads": n_kv_heads,
         "group": config.n_heads // n_kv_heads,
-        "allocated_empty": empty.allocated,
-        "filled_empty": empty.filled,
-        "filled_after_prefill": after_prefill.filled,
-        "allocated": measured.allocated,
-        "filled": measured.filled,
-        "formula_allocated": formula(config.max_seq_len),
-        "formula_filled": formula(n),
-        "formula_after_prefill": formula(PREFILL),
-        "formula_per_token": formula(1),
-        "minigpt_nbytes": cache.nbytes(),
-        "decode_vs_full_max_abs": (torch.cat(steps, dim=1) - full).abs().max().item(),
     }
+    record |= {"allocated_empty": empty.allocated, "filled_empty": empty.filled}
+    record |= {"filled_after_prefill": after_prefill.filled}
+    record |= {"allocated": measured.allocated, "filled": measured.filled}
+    record |= {"formula_allocated": formula(config.max_seq_len), "formula_filled": formula(n)}
+    record |= {"formula_after_prefill": formula(PREFILL), "formula_per_token": formula(1)}
+    record["minigpt_nbytes"] = cache.nbytes()
+    record["decode_vs_full_max_abs"] = (torch.cat(steps, dim=1) - full).abs().max().item()
     for key in ("allocated", "filled", "filled_after_prefill"):
-        formula_key = "formula_" + key.removeprefix("filled_")
-        if record[key] != record[formula_key]:
+        want = "formula_" + key.removeprefix("filled_")
+        if record[key] != record[want]:
             raise SystemExit(
-                f"kv{n_kv_heads}: measured {key} {record[key]} != {formula_key} "
-                f"{record[formula_key]}"
+                f"kv{n_kv_heads}: measured {key} {record[key]} != {want} {record[want]}"
             )
     return record
 
 
 def main() -> None:
     args = arguments(__doc__, DATA / "kv-cache-verbs.json").parse_args()
-    config, tokens = verb_model_config(), verb_sequence()
+    config, tokens = lab.verb_model_config(), verb_sequence()
     assert len(tokens) == VERB_SEQUENCE_LEN
     fields = ("n_layers", "n_heads", "head_dim", "d_model", "max_seq_len", "vocab_size")
     record = {
@@ -92,11 +78,9 @@ def main() -> None:
         "variants": [measure(n) for n in VARIANTS],
     }
     for row in record["variants"]:
-        print(
-            f"{row['name']}: allocated {row['allocated']:,} B, filled {row['filled']:,} B "
-            f"(formula {row['formula_filled']:,} B), decode vs full pass "
-            f"{row['decode_vs_full_max_abs']:.1e}"
-        )
+        sizes = f"allocated {row['allocated']:,} B, filled {row['filled']:,} B"
+        checks = f"(formula {row['formula_filled']:,} B), decode vs full pass"
+        print(f"{row['name']}: {sizes} {checks} {row['decode_vs_full_max_abs']:.1e}")
     save(args.out, record, indent=2, ensure_ascii=False)
 
 

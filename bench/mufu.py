@@ -47,9 +47,7 @@ def _exp2_chains(x_ptr, out_ptr, iters, BLOCK: tl.constexpr, UNROLL: tl.constexp
     tl.store(out_ptr + offs, x)
 
 
-def run_config(
-    device: str, programs: int, block: int, iters: int, unroll: int, num_warps: int
-) -> dict:
+def run_config(device: str, programs: int, block: int, iters: int, unroll: int, num_warps: int):
     """Time one configuration; check its output against the same chain in float64."""
     n = programs * block
     x = torch.rand(n, generator=torch.Generator().manual_seed(27), dtype=torch.float32).to(device)
@@ -65,10 +63,8 @@ def run_config(
         ref = torch.exp2(-ref)
     err = (out[:check].double().cpu() - ref).abs().max()
     if not err < 1e-4:
-        raise RuntimeError(
-            f"exp2 chain is wrong: max error {err:.3g} (programs={programs}, "
-            f"block={block}, iters={iters}, unroll={unroll})"
-        )
+        config = f"programs={programs}, block={block}, iters={iters}, unroll={unroll}"
+        raise RuntimeError(f"exp2 chain is wrong: max error {err:.3g} ({config})")
     if device == "cuda":
         runs = [time_ms(launch, warmup=50, rep=300) for _ in range(REPS)]
     else:  # the interpreter: wall time, only to exercise the code path
@@ -76,18 +72,9 @@ def run_config(
         launch()
         runs = [(time.perf_counter() - t0) * 1e3]
     ms, count = statistics.median(runs), n * iters * unroll
-    return {
-        "programs": programs,
-        "block": block,
-        "iters": iters,
-        "unroll": unroll,
-        "num_warps": num_warps,
-        "exp2": count,
-        "ms_runs": runs,
-        "ms": ms,
-        "exp2_per_s": count / (ms * 1e-3),
-        "max_err": float(err),
-    }
+    config = {"programs": programs, "block": block, "iters": iters, "unroll": unroll}
+    config |= {"num_warps": num_warps, "exp2": count, "ms_runs": runs, "ms": ms}
+    return config | {"exp2_per_s": count / (ms * 1e-3), "max_err": float(err)}
 
 
 def nvidia_smi(fields: str) -> list[str] | None:
@@ -110,10 +97,8 @@ def sample_clock(samples: list[float], stop: threading.Event) -> None:
 
 
 def main() -> None:
-    parser = arguments(
-        __doc__, DATA / "mufu-h200.json", smoke="tiny grid in the interpreter; writes nothing"
-    )
-    args = parser.parse_args()
+    smoke = "tiny grid in the interpreter; writes nothing"
+    args = arguments(__doc__, DATA / "mufu-h200.json", smoke=smoke).parse_args()
     if args.smoke != INTERPRET:
         sys.exit(
             "--smoke runs the kernel in Triton's interpreter (TRITON_INTERPRET=1), and only it"
@@ -128,12 +113,8 @@ def main() -> None:
     sms = torch.cuda.get_device_properties("cuda").multi_processor_count
     # 2,048 threads per SM at most: 16 programs of 4 warps, or 8 of 8, fill every SM; each thread
     # holds block / (32 warps) chains, the independent work that hides the latency.
-    configs = [
-        (sms * 16, 1024, 512, 8, 4),
-        (sms * 8, 2048, 512, 8, 8),
-        (sms * 16, 2048, 256, 8, 4),
-        (sms * 32, 1024, 512, 8, 4),
-    ]  # (programs, block, iters, unroll, warps)
+    configs = [(sms * 16, 1024, 512, 8, 4), (sms * 8, 2048, 512, 8, 8), (sms * 16, 2048, 256, 8, 4)]
+    configs.append((sms * 32, 1024, 512, 8, 4))  # (programs, block, iters, unroll, warps) each
     clocks, stop = [], threading.Event()
     sampler = threading.Thread(target=sample_clock, args=(clocks, stop), daemon=True)
     sampler.start()
@@ -148,16 +129,10 @@ def main() -> None:
     best = max(runs, key=lambda r: r["exp2_per_s"])
     smi = nvidia_smi("clocks.max.sm,driver_version")
     max_mhz = float(smi[0]) if smi and smi[0].isdigit() else None
-    env = environment(
-        sm_count=sms,
-        driver=smi[1] if smi else None,
-        sm_clock_max_mhz=max_mhz,
-        sm_clock_mhz_during_run=clocks,
-    )
-    mufu = {
-        "exp2_per_s": best["exp2_per_s"],
-        "config": {k: best[k] for k in ("programs", "block", "iters", "unroll", "num_warps")},
-    }
+    clock = {"sm_clock_max_mhz": max_mhz, "sm_clock_mhz_during_run": clocks}
+    env = environment(sm_count=sms, driver=smi[1] if smi else None, **clock)
+    config = {k: best[k] for k in ("programs", "block", "iters", "unroll", "num_warps")}
+    mufu = {"exp2_per_s": best["exp2_per_s"], "config": config}
     for name, mhz in (("max", max_mhz), ("median", clocks and statistics.median(clocks))):
         if mhz:
             mufu[f"exp2_per_clock_per_sm_at_{name}_clock"] = best["exp2_per_s"] / (sms * mhz * 1e6)

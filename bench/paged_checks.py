@@ -52,10 +52,10 @@ def paths(kernel, q, b: int, ctx: int, block_size: int, *args, **fast) -> list[d
 
 
 def main() -> None:
-    args = arguments(__doc__, DATA / "paged-checks-h200.json").parse_args()
+    args = arguments(__doc__, DATA / "paged-checks-h200.json", smoke="one shape each").parse_args()
     record = {"environment": environment(), "decode": [], "prefill": []}
     shape = {"Hq": HQ, "Hkv": HKV, "d": D}
-    for b, ctx, bs in DECODE:
+    for b, ctx, bs in DECODE[: 1 if args.smoke else None]:
         print(f"decode B={b} ctx={ctx} blocks of {bs}", flush=True)
         q = torch.randn(b, HQ, D, device="cuda", dtype=torch.float16)
         rows = paths(paged_decode, q, b, ctx, bs, max_context_len=ctx)

@@ -38,14 +38,8 @@ from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.reference import attention_ref
 from minimodel.roofline import attention_flops, kv_cache_bytes
 
-DECODE_IMPLS = [
-    "paged_bs16",
-    "paged_bs64",
-    "contiguous",
-    "sdpa_cudnn",
-    "sdpa_flash",
-    "flash_attention",
-]
+DECODE_IMPLS = ["paged_bs16", "paged_bs64", "contiguous", "sdpa_cudnn", "sdpa_flash"]
+DECODE_IMPLS += ["flash_attention"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,21 +56,15 @@ class Decode:
 
 def decode_cases(quick: bool) -> list[Decode]:
     if quick:
-        return [
-            Decode("b64", 64, 4096),
-            Decode("b1", 1, 32768),
-            Decode("mixed", 64, 8192),
-            Decode("window", 1, 32768, window=4096),
-        ]
-    return [
-        *(Decode("b1", 1, n) for n in (2048, 8192, 32768, 65536, 131072)),
-        *(Decode("b64", 64, n) for n in (512, 1024, 2048, 4096, 8192)),
-        *(Decode("heads", 64, 4096, hkv=h) for h in (32, 1)),
-        Decode("b256", 256, 512),
-        Decode("mixed", 64, 8192),
-        *(Decode("window", b, 32768, window=4096) for b in (1, 16)),
-        Decode("window", 16, 32768),
-        Decode("window", 16, 4096),
+        quick = [Decode("b64", 64, 4096), Decode("b1", 1, 32768), Decode("mixed", 64, 8192)]
+        return [*quick, Decode("window", 1, 32768, window=4096)]
+    cases = [Decode("b1", 1, n) for n in (2048, 8192, 32768, 65536, 131072)]
+    cases += [Decode("b64", 64, n) for n in (512, 1024, 2048, 4096, 8192)]
+    cases += [Decode("heads", 64, 4096, hkv=h) for h in (32, 1)]
+    cases += [Decode("b256", 256, 512), Decode("mixed", 64, 8192)]
+    cases += [Decode("window", b, 32768, window=4096) for b in (1, 16)]
+    cases += [Decode("window", 16, 32768), Decode("window", 16, 4096)]
+    return cases + [
         Decode("dtype", 64, 4096, dtype="bfloat16"),
         Decode("dtype", 64, 4096, d=64, hq=64),
     ]
@@ -168,24 +156,15 @@ def timed(recs: dict, fns: dict, rounds: int, nbytes=None, flops=None, impls: di
 
 def bench_decode(case: Decode, impls: list[str], rounds: int) -> list[dict]:
     q, k, v, lens = inputs(case)
-    ref = {
-        r: attention_ref(
-            q[r : r + 1, :, None].float(),
-            k[r : r + 1, :, : lens[r]].float(),
-            v[r : r + 1, :, : lens[r]].float(),
-            causal=True,
-            window=case.window,
-        )[0, :, 0]
-        for r in sorted({0, len(lens) - 1})
-    }  # the first and the last sequence
+    ref = {}  # the first and the last sequence
+    for r in sorted({0, len(lens) - 1}):
+        kr, vr = (t[r : r + 1, :, : lens[r]].float() for t in (k, v))
+        out = attention_ref(q[r : r + 1, :, None].float(), kr, vr, causal=True, window=case.window)
+        ref[r] = out[0, :, 0]
     nbytes, recs, fns = kv_bytes(case, lens), {}, {}
     for impl in impls:
-        rec = recs[impl] = {
-            **dataclasses.asdict(case),
-            "impl": impl,
-            "kv_bytes": nbytes,
-            "ms_runs": [],
-        }
+        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "kv_bytes": nbytes}
+        rec["ms_runs"] = []
         try:
             fn, rec["form"] = decode_fn(impl, case, q, k, v, lens)
             with sdpa(impl):
@@ -208,24 +187,10 @@ def bench_splits(case: Decode, splits: list[int], block_size: int = 16) -> list[
     chosen = paged_attention.choose_num_splits(case.b, case.hkv, keys, cfg.block_n, sms)
     nbytes, recs, fns = kv_bytes(case, lens), {}, {}
     for s in sorted(set(splits) | {chosen}):
-        fns[s] = paged(
-            paged_decode,
-            q,
-            k,
-            v,
-            lens,
-            block_size,
-            max_context_len=max(lens),
-            window=case.window,
-            num_splits=s,
-        )
-        recs[s] = {
-            **dataclasses.asdict(case),
-            "splits": s,
-            "chosen": s == chosen,
-            "kv_bytes": nbytes,
-            "ms_runs": [],
-        }
+        kw = {"max_context_len": max(lens), "window": case.window, "num_splits": s}
+        fns[s] = paged(paged_decode, q, k, v, lens, block_size, **kw)
+        recs[s] = {**dataclasses.asdict(case), "splits": s, "chosen": s == chosen}
+        recs[s] |= {"kv_bytes": nbytes, "ms_runs": []}
     timed(recs, fns, 1, nbytes=nbytes)
     return list(recs.values())
 
@@ -242,14 +207,8 @@ class Prefill:
 
 
 def prefill_cases(quick: bool) -> list[Prefill]:
-    if quick:
-        return [Prefill(4, 8192, 1024)]
-    return [
-        Prefill(4, 8192, 1024),
-        Prefill(1, 16384, 2048),
-        Prefill(4, 4096, 4096),
-        Prefill(2, 16384, 4096, window=4096),
-    ]
+    cases = [Prefill(4, 8192, 1024), Prefill(1, 16384, 2048), Prefill(4, 4096, 4096)]
+    return cases[:1] if quick else [*cases, Prefill(2, 16384, 4096, window=4096)]
 
 
 def bench_prefill(case: Prefill, rounds: int) -> list[dict]:
@@ -273,17 +232,9 @@ def bench_prefill(case: Prefill, rounds: int) -> list[dict]:
                 fn = functools.partial(flash_attention, q, k, v, causal=True, window=case.window)
                 out = fn()[:1, :group]
             else:
-                fn = paged(
-                    paged_prefill,
-                    q_packed,
-                    k,
-                    v,
-                    [case.ctx] * case.b,
-                    int(impl.removeprefix("paged_bs")),
-                    starts,
-                    max_query_len=case.nq,
-                    window=case.window,
-                )
+                bs = int(impl.removeprefix("paged_bs"))
+                kw = {"max_query_len": case.nq, "window": case.window}
+                fn = paged(paged_prefill, q_packed, k, v, [case.ctx] * case.b, bs, starts, **kw)
                 out = fn()[: case.nq, :group].transpose(0, 1)[None]
             rec["max_err"] = (out.float() - ref).abs().max().item()
             fns[impl] = fn
@@ -309,32 +260,23 @@ def show(what: str, recs: list[dict], rate: str = "gb_per_s") -> None:
     print(f"{what}: eager/graph {rate}: " + ", ".join(rates), flush=True)
 
 
-def sweep(out) -> None:
-    """Decode tiles (BLOCK_N, warps, stages) and prefill tiles on two shapes each."""
+def sweep(out, quick: bool = False) -> None:
+    """Decode tiles (BLOCK_N, warps, stages) and prefill tiles on two shapes each (quick: the
+    first shape and two tiles of each)."""
     records, orig_d, orig_p = [], paged_attention.decode_config, paged_attention.prefill_config
-    for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072)):
-        for c in [
-            (32, 4, 3),
-            (64, 4, 3),
-            (64, 4, 4),
-            (64, 4, 5),
-            (64, 8, 3),
-            (128, 4, 3),
-            (128, 8, 3),
-            (32, 4, 5),
-        ]:
+    cut = 2 if quick else None
+    for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072))[: 1 if quick else None]:
+        tiles = [(32, 4, 3), (64, 4, 3), (64, 4, 4), (64, 4, 5), (64, 8, 3), (128, 4, 3)]
+        for c in [*tiles, (128, 8, 3), (32, 4, 5)][:cut]:
             paged_attention.decode_config = lambda *a, c=c: paged_attention.DecodeConfig(*c)
             recs = bench_decode(case, ["paged_bs16", "contiguous"], 1)
             records += [{**r, "config": list(c)} for r in recs]
             show(f"{case.group} {case.ctx} {c}", recs)
     paged_attention.decode_config = orig_d
-    for c in [(128, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)]:
+    for c in [(128, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)][:cut]:
         paged_attention.prefill_config = lambda *a, c=c: paged_attention.PrefillConfig(*c)
-        recs = [
-            r
-            for r in bench_prefill(Prefill(4, 8192, 1024), 1)
-            if r["impl"] != "flash_attention" or c == (128, 64, 4, 3)
-        ]
+        recs = bench_prefill(Prefill(4, 8192, 1024), 1)
+        recs = [r for r in recs if r["impl"] != "flash_attention" or c == (128, 64, 4, 3)]
         records += [{**r, "config": list(c)} for r in recs]
         show(f"prefill {c}", recs, "tflops")
     paged_attention.prefill_config = orig_p
@@ -354,7 +296,7 @@ def main() -> None:
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains every refusal
     t0 = time.time()
     if args.sweep:
-        return sweep(args.out)
+        return sweep(args.out, args.quick)
     record = {
         "environment": environment(),
         "timing": "triton.testing.do_bench medians (its 256 MB buffer write between runs evicts "
@@ -365,19 +307,18 @@ def main() -> None:
         "flops": "minimodel.roofline.attention_flops (visible pairs, bottom-right causal)",
         "copy_bytes_per_s": [copy_rate()],
         "num_sms": torch.cuda.get_device_properties(0).multi_processor_count,
-        "decode": [],
-        "splits": [],
-        "prefill": [],
     }
+    record |= {"decode": [], "splits": [], "prefill": []}
     for case in decode_cases(args.quick):
         record["decode"] += (recs := bench_decode(case, DECODE_IMPLS, args.rounds))
         save(args.out, record)  # after every case: a run cut short still leaves its data
         show(str(case), recs)
-    for case, counts in (
+    splits = [
         (Decode("b64", 64, 4096), [1, 2, 3, 4, 8]),
         (Decode("b1", 1, 131072), [8, 16, 33, 66, 132, 256]),
         (Decode("b1", 1, 32768), [8, 16, 33, 66, 128]),
-    ):
+    ]
+    for case, counts in splits[: 1 if args.quick else None]:
         record["splits"] += (recs := bench_splits(case, counts))
         save(args.out, record)
         show(f"splits {case}", recs)

@@ -58,10 +58,8 @@ def verb_workload(n: int) -> Workload:
     for _ in range(n):
         head, rest = lines[rng.randrange(1, len(lines))].split(": ", 1)
         requests.append((tuple(tok.encode(lines[0] + "\n" + head + ": ")), len(rest) + 1))
-    what = (
-        "verb corpus: a shared one-line example, the head of a line as prompt, the rest of "
-        "the line as output"
-    )
+    what = "verb corpus: a shared one-line example, the head of a line as prompt, the rest of "
+    what += "the line as output"
     return Workload("verbs", what, 256, 16 * 256, tuple(requests))
 
 
@@ -75,10 +73,8 @@ def long_tail_workload(n: int) -> Workload:
         p = min(960, max(1, round(rng.lognormvariate(math.log(128), 1.0))))
         o = min(1024, max(1, round(rng.lognormvariate(math.log(256), 1.0))))
         requests.append((system + tuple(rng.randrange(32000) for _ in range(p)), o))
-    what = (
-        "synthetic: a shared 64-token system prompt, then log-normal prompt and output "
-        "lengths (medians 128 and 256 tokens, sigma 1)"
-    )
+    what = "synthetic: a shared 64-token system prompt, then log-normal prompt and output "
+    what += "lengths (medians 128 and 256 tokens, sigma 1)"
     return Workload("long-tail", what, 2048, 16 * 2048, tuple(requests))
 
 
@@ -197,12 +193,10 @@ def simulate(workload: Workload, layout, label: str) -> dict:
             in_flight += len(running)
         max_running = max(max_running, len(running))
         if steps % 2000 == 0:
-            print(
-                f"  {label}: step {steps}, {len(waiting)} waiting, {len(running)} running, "
-                f"{time.perf_counter() - t0:.1f} s",
-                file=sys.stderr,
-                flush=True,
+            said = (
+                f"{len(waiting)} waiting, {len(running)} running, {time.perf_counter() - t0:.1f} s"
             )
+            print(f"  {label}: step {steps}, {said}", file=sys.stderr, flush=True)
     if not saturated:
         raise SystemExit(f"{label}: every request fit at once; use more requests")
     return {
@@ -223,13 +217,8 @@ def main() -> None:
     parser = arguments(__doc__, DATA / "paged-memory.json")
     parser.add_argument("--requests", type=int, default=400, help="requests per workload")
     args = parser.parse_args()
-    record = {
-        "environment": environment(),
-        "seed": SEED,
-        "requests": args.requests,
-        "block_sizes": list(BLOCK_SIZES),
-        "workloads": [],
-    }
+    record = {"environment": environment(), "seed": SEED, "requests": args.requests}
+    record |= {"block_sizes": list(BLOCK_SIZES), "workloads": []}
     for w in (verb_workload(args.requests), long_tail_workload(args.requests)):
         prompts, outputs = [len(p) for p, _ in w.requests], [o for _, o in w.requests]
         runs = []
@@ -241,26 +230,13 @@ def main() -> None:
             layout = Contiguous(w.budget, w.max_len) if b is None else Paged(w.budget, b, sharing)
             result = simulate(w, layout, label)
             runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
-            print(
-                f"  {result['token_states_of_reserved']:.1%} of reserved slots hold token "
-                f"states, {result['mean_running']:.1f} running, {result['preemptions']} "
-                "preemptions",
-                file=sys.stderr,
-                flush=True,
-            )
-        record["workloads"].append(
-            {
-                "name": w.name,
-                "description": w.description,
-                "max_len": w.max_len,
-                "budget_slots": w.budget,
-                "mean_prompt": sum(prompts) / len(prompts),
-                "max_prompt": max(prompts),
-                "mean_output": sum(outputs) / len(outputs),
-                "max_output": max(outputs),
-                "runs": runs,
-            }
-        )
+            held = f"{result['token_states_of_reserved']:.1%} of reserved slots hold token states"
+            said = f"{result['mean_running']:.1f} running, {result['preemptions']} preemptions"
+            print(f"  {held}, {said}", file=sys.stderr, flush=True)
+        workload = {"name": w.name, "description": w.description, "max_len": w.max_len}
+        workload |= {"budget_slots": w.budget, "mean_prompt": sum(prompts) / len(prompts)}
+        workload |= {"max_prompt": max(prompts), "mean_output": sum(outputs) / len(outputs)}
+        record["workloads"].append(workload | {"max_output": max(outputs), "runs": runs})
     save(args.out, record, indent=2)
 
 

@@ -116,12 +116,8 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, label: str) -> Min
     tokens, real = data[0], data[1]
     with torch.no_grad():  # the fast path computes what the lab's attention computes
         probe = tokens[:2, :40]
-        torch.testing.assert_close(
-            model(probe, attn=sdpa_attention),
-            model(probe, attn=grouped_attention),
-            atol=1e-4,
-            rtol=1e-4,
-        )
+        fast, lab = model(probe, attn=sdpa_attention), model(probe, attn=grouped_attention)
+        torch.testing.assert_close(fast, lab, atol=1e-4, rtol=1e-4)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.95), weight_decay=0.1)
     draw = torch.Generator().manual_seed(seed)
@@ -134,11 +130,8 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, label: str) -> Min
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    print(
-        f"{label}: {steps} steps, loss {loss.item():.3f}, {time.monotonic() - t0:.0f} s",
-        file=sys.stderr,
-        flush=True,
-    )
+    said = f"{label}: {steps} steps, loss {loss.item():.3f}, {time.monotonic() - t0:.0f} s"
+    print(said, file=sys.stderr, flush=True)
     return model.eval()
 
 
@@ -174,65 +167,37 @@ def main() -> None:
     runs, t0 = [], time.monotonic()
 
     def run(model, seed, n, kind, u=0):
-        runs.append(
-            {
-                "seed": seed,
-                "variant": f"kv{n}",
-                "kv_heads": n,
-                "kind": kind,
-                "steps": args.steps + u,
-                "uptrain_steps": u,
-                **evaluate(model, train_data, held_data),
-            }
-        )
+        rec = {"seed": seed, "variant": f"kv{n}", "kv_heads": n, "kind": kind}
+        rec |= {"steps": args.steps + u, "uptrain_steps": u}
+        runs.append(rec | evaluate(model, train_data, held_data))
 
     for seed in args.seeds:
-        mha = train(
-            fresh_model(VARIANTS[0], seed),
-            args.steps,
-            train_data,
-            seed,
-            f"seed {seed} kv8 pretrain",
-        )
+        steps, label = args.steps, f"seed {seed} kv8 pretrain"
+        mha = train(fresh_model(VARIANTS[0], seed), steps, train_data, seed, label)
         run(mha, seed, 8, "scratch")
         if seed == args.seeds[0]:
-            samples = [
-                {"line": line, "predicted": sample(mha, line)}
-                for line in (held_lines[0], train_lines[0])
-            ]
+            lines = (held_lines[0], train_lines[0])
+            samples = [{"line": line, "predicted": sample(mha, line)} for line in lines]
         for n in VARIANTS:  # kv8 -> kv8 is the identity: the MHA trained on, as a control
             run(mean_pool_kv(mha, n), seed, n, "converted")
             for u in uptrain:
                 label = f"seed {seed} kv{n} uptrain {u}"
-                run(
-                    train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, label),
-                    seed,
-                    n,
-                    "uptrained",
-                    u,
-                )
+                uptrained = train(mean_pool_kv(mha, n), u, train_data, 1000 + seed, label)
+                run(uptrained, seed, n, "uptrained", u)
         for n in VARIANTS[1:]:
-            model = train(
-                fresh_model(n, seed), args.steps, train_data, seed, f"seed {seed} kv{n} scratch"
-            )
-            run(model, seed, n, "scratch")
+            label = f"seed {seed} kv{n} scratch"
+            run(train(fresh_model(n, seed), steps, train_data, seed, label), seed, n, "scratch")
     config = verb_model_config()
-    model = {
-        f: getattr(config, f) for f in ("n_layers", "n_heads", "head_dim", "d_model", "vocab_size")
-    }
+    fields = ("n_layers", "n_heads", "head_dim", "d_model", "vocab_size")
+    model = {f: getattr(config, f) for f in fields}
     record = {
         "environment": environment(),
         "wall_seconds": round(time.monotonic() - t0, 1),
         "recipe": {
             "model": {**model, "dtype": "float32"},
-            "held_out_verbs": list(HELD_OUT),
-            "train_lines": len(train_lines),
-            "held_out_lines": len(held_lines),
-            "steps": args.steps,
-            "uptrain_steps": uptrain,
-            "batch_lines": BATCH,
-            "lr": LR,
-            "lr_end": LR_END,
+            **{"held_out_verbs": list(HELD_OUT), "train_lines": len(train_lines)},
+            **{"held_out_lines": len(held_lines), "steps": args.steps, "uptrain_steps": uptrain},
+            **{"batch_lines": BATCH, "lr": LR, "lr_end": LR_END},
             "optimizer": "AdamW(betas=(0.9, 0.95), wd=0.1)",
             "init": "N(0, 0.02) for every Linear and Embedding weight, zero biases",
             "loss": "mean cross-entropy per character (nats) after the infinitive and its space; "

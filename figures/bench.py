@@ -3,11 +3,13 @@ bench.attention on the H200), tables and one figure. The sentences about them ar
 tests/test_data_claims.py recomputes each from the data (test_bench_*). Two kernels of ours are
 in the data: Lab 02's teaching kernel (`minimodel`) and the Hopper kernel (`minimodel_hopper`)."""
 
+import functools
+import itertools
 import statistics
 
 import matplotlib.pyplot as plt
 
-from figures.core import h200_measured, markdown_table, svg
+from figures.core import h200_measured, markdown_table, number, svg, yes
 from figures.core import load as load_data
 
 # impl: (table header, short enough for the grid table's page column; legend; colour)
@@ -25,6 +27,7 @@ HOPPER_BAR = 0.95  # issue 14: the Hopper kernel at least 0.95x cuDNN at d = 128
 BAR_D, BAR_MIN_N = 128, 2048
 SHORT = (512, 1024)  # issue 14's short sequences
 DTYPES = ("float16", "bfloat16")
+tflops = functools.partial(number, fmt=".0f")  # a rate cell
 
 
 def load() -> dict:
@@ -47,16 +50,8 @@ def rate(idx: dict, key: tuple, impl: str) -> float | None:
     return idx.get((*key, impl), {}).get("tflops")
 
 
-def tflops(x: float | None) -> str:
-    return f"{x:.0f}" if x is not None else "–"
-
-
 def ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}" if a is not None and b is not None else "–"
-
-
-def yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def grid_dims(data: dict) -> list[int]:
@@ -67,23 +62,17 @@ def grid_lengths(data: dict) -> list[int]:
     return sorted({r["n"] for r in data["records"] if r["group"] == "fa2"})
 
 
+def grid(data: dict, dtypes, lengths=None):
+    """(dtype, d, causal, N) of FlashAttention-2's grid, in the tables' order."""
+    return itertools.product(dtypes, grid_dims(data), (False, True), lengths or grid_lengths(data))
+
+
 def grid_table(data: dict, dtype: str) -> str:
     idx, rows = index(data["records"]), []
-    for d in grid_dims(data):
-        for causal in (False, True):
-            for n in grid_lengths(data):
-                r = {i: rate(idx, grid_key(dtype, d, n, causal), i) for i in IMPLS}
-                cudnn = r["sdpa_cudnn"]
-                rows.append(
-                    [
-                        d,
-                        yes(causal),
-                        f"{n:,}",
-                        *(tflops(r[i]) for i in IMPLS),
-                        ratio(r["minimodel"], cudnn),
-                        ratio(r["minimodel_hopper"], cudnn),
-                    ]
-                )
+    for _, d, causal, n in grid(data, [dtype]):
+        r = {i: rate(idx, grid_key(dtype, d, n, causal), i) for i in IMPLS}
+        ratios = [ratio(r[i], r["sdpa_cudnn"]) for i in OURS]
+        rows.append([d, yes(causal), f"{n:,}", *(tflops(r[i]) for i in IMPLS), *ratios])
     # Ratios to cuDNN only: with both kernels of ours, more columns would not fit the page (the
     # teaching kernel's ratios to FA2 and Flex are Lab 02's acceptance table and shortfalls).
     header = ["d", "causal", "N", *(label for label, _, _ in IMPLS.values())]
@@ -101,23 +90,18 @@ def bar_points(data: dict) -> list[tuple]:
     ]
 
 
+def point(key: tuple) -> list:
+    """The dtype, causal and N cells of a grid point."""
+    return [key[1], yes(key[5]), f"{key[3]:,}"]
+
+
 def acceptance(data: dict) -> str:
     """Lab 02's bar for the teaching kernel: >= 1.3x SDPA FA2 and faster than Flex."""
     idx, rows = index(data["records"]), []
     for key in bar_points(data):
         fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
         met = "yes" if ours >= 1.3 * fa2 and ours > flex else "**no**"
-        rows.append(
-            [
-                key[1],
-                yes(key[5]),
-                f"{key[3]:,}",
-                f"{ours:.0f}",
-                f"{ours / fa2:.2f}",
-                f"{ours / flex:.2f}",
-                met,
-            ]
-        )
+        rows.append([*point(key), f"{ours:.0f}", f"{ours / fa2:.2f}", f"{ours / flex:.2f}", met])
     header = "dtype | causal | N | minimodel TFLOP/s | ÷ SDPA FA2 (≥ 1.30) | ÷ Flex (> 1) | met"
     return markdown_table(header, rows)
 
@@ -131,18 +115,7 @@ def acceptance_hopper(data: dict) -> str:
         if ours is not None and cudnn is not None:
             met = "yes" if ours >= HOPPER_BAR * cudnn else "**no**"
         bar = tflops(HOPPER_BAR * cudnn if cudnn is not None else None)
-        rows.append(
-            [
-                key[1],
-                yes(key[5]),
-                f"{key[3]:,}",
-                tflops(cudnn),
-                bar,
-                tflops(ours),
-                ratio(ours, cudnn),
-                met,
-            ]
-        )
+        rows.append([*point(key), tflops(cudnn), bar, tflops(ours), ratio(ours, cudnn), met])
     header = f"dtype | causal | N | cuDNN TFLOP/s | {HOPPER_BAR:.2f} × cuDNN | Hopper TFLOP/s"
     return markdown_table(f"{header} | ÷ cuDNN | met (≥ {HOPPER_BAR:.2f})", rows)
 
@@ -151,53 +124,25 @@ def shortfalls(data: dict) -> str:
     """Every point of the grid where the teaching kernel is under 1.3x FA2 or not faster than
     Flex: the honest half of the results."""
     idx, rows = index(data["records"]), []
-    for dtype in sorted(DTYPES):  # bfloat16 first
-        for d in grid_dims(data):
-            for causal in (False, True):
-                for n in grid_lengths(data):
-                    key = grid_key(dtype, d, n, causal)
-                    ours, fa2, flex = (
-                        rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex")
-                    )
-                    if ours is not None and (
-                        (fa2 is not None and ours < 1.3 * fa2)
-                        or (flex is not None and ours <= flex)
-                    ):
-                        rows.append(
-                            [
-                                dtype,
-                                d,
-                                yes(causal),
-                                f"{n:,}",
-                                f"{ours:.0f}",
-                                ratio(ours, fa2),
-                                ratio(ours, flex),
-                            ]
-                        )
+    for dtype, d, causal, n in grid(data, sorted(DTYPES)):  # bfloat16 first
+        key = grid_key(dtype, d, n, causal)
+        ours, fa2, flex = (rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex"))
+        slow = ours is not None and fa2 is not None and ours < 1.3 * fa2
+        if slow or (ours is not None and flex is not None and ours <= flex):
+            cells = [f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex)]
+            rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     return markdown_table("dtype | d | causal | N | TFLOP/s | ÷ FA2 | ÷ Flex", rows)
 
 
 def hopper_short(data: dict) -> str:
     """The Hopper kernel against cuDNN at N = 512 and 1,024, beside the teaching kernel's ratio."""
     idx, rows = index(data["records"]), []
-    for dtype in DTYPES:
-        for d in grid_dims(data):
-            for causal in (False, True):
-                for n in SHORT:
-                    key = grid_key(dtype, d, n, causal)
-                    ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
-                    rows.append(
-                        [
-                            dtype,
-                            d,
-                            yes(causal),
-                            f"{n:,}",
-                            tflops(ours),
-                            tflops(cudnn),
-                            ratio(ours, cudnn),
-                            ratio(rate(idx, key, "minimodel"), cudnn),
-                        ]
-                    )
+    for dtype, d, causal, n in grid(data, DTYPES, SHORT):
+        key = grid_key(dtype, d, n, causal)
+        ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
+        teaching = ratio(rate(idx, key, "minimodel"), cudnn)
+        cells = [tflops(ours), tflops(cudnn), ratio(ours, cudnn), teaching]
+        rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     header = "dtype | d | causal | N | Hopper TFLOP/s | cuDNN TFLOP/s | Hopper ÷ cuDNN"
     return markdown_table(f"{header} | minimodel ÷ cuDNN", rows)
 
@@ -224,14 +169,9 @@ def exp_roof_table(data: dict) -> str:
             else:
                 med = statistics.median(rates)
                 cells.append(f"{med:.0f} ({med * 1e12 / cap:.0%})")
-        overlapped = roof.attention_roof(d, overlapped=True)
+        overlapped = roof.attention_roof(d, overlapped=True) / 1e12
         rows.append(
-            [
-                d,
-                f"{cap / 1e12:.0f} ({cap / roof.peak_flops:.0%})",
-                f"{overlapped / 1e12:.0f}",
-                *cells,
-            ]
+            [d, f"{cap / 1e12:.0f} ({cap / roof.peak_flops:.0%})", f"{overlapped:.0f}", *cells]
         )
     header = ["d", "cap, not overlapped (of matmul)", "cap, overlapped"]
     return markdown_table(header + [IMPLS[i][0] for i in EXP_IMPLS], rows)
@@ -257,14 +197,8 @@ def gqa_window_pairs(data: dict) -> list[tuple[str, dict, dict]]:
 
 def gqa_window_table(data: dict) -> str:
     rows = [
-        [
-            what,
-            f"{a['ms']:.3f}",
-            f"{b['ms']:.3f}",
-            f"{b['ms'] / a['ms']:.2f}",
-            f"{b['flops'] / a['flops']:.2f}",
-            f"{a['tflops']:.0f} → {b['tflops']:.0f}",
-        ]
+        [what, f"{a['ms']:.3f}", f"{b['ms']:.3f}", f"{b['ms'] / a['ms']:.2f}"]
+        + [f"{b['flops'] / a['flops']:.2f}", f"{a['tflops']:.0f} → {b['tflops']:.0f}"]
         for what, a, b in gqa_window_pairs(data)
     ]
     header = "comparison (fp16, d=128, minimodel) | baseline ms | variant ms | time ratio"
@@ -287,24 +221,15 @@ def figure(data: dict) -> bytes:
             ax = axes[row][col]
             for impl, (_, legend, color) in IMPLS.items():
                 ys = [rate(idx, grid_key("float16", d, n, causal), impl) for n in lengths]
-                ax.plot(
-                    lengths,
-                    [float("nan") if y is None else y for y in ys],
-                    "o-",
-                    label=legend,
-                    color=color,
-                    linewidth=2.5 if impl in OURS else 1.2,
-                )
+                ys = [float("nan") if y is None else y for y in ys]
+                width = 2.5 if impl in OURS else 1.2
+                ax.plot(lengths, ys, "o-", label=legend, color=color, linewidth=width)
+            peak = data["ceilings"]["peak_flops"] / 1e12
             ax.axhline(
-                data["ceilings"]["peak_flops"] / 1e12,
-                color="grey",
-                linestyle="--",
-                linewidth=1,
-                label="measured fp16 matmul",
+                peak, color="grey", linestyle="--", linewidth=1, label="measured fp16 matmul"
             )
-            ax.set(
-                xscale="log", title=f"d={d}, {'causal' if causal else 'non-causal'}", ylim=(0, None)
-            )
+            title = f"d={d}, {'causal' if causal else 'non-causal'}"
+            ax.set(xscale="log", title=title, ylim=(0, None))
             ax.set_xticks(lengths, [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
             ax.grid(True, alpha=0.3)
             if col == 0:

@@ -72,16 +72,9 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
             x = 1.8 + i * 1.6
             ax.add_patch(Rectangle((x, y), 1.3, 0.8, facecolor="white", edgecolor="black", lw=0.6))
             for s in range(BLOCK_SIZE):
-                ax.add_patch(
-                    Rectangle(
-                        (x + 0.05 + s * 0.3, y + 0.08),
-                        0.28,
-                        0.22,
-                        facecolor="#555555" if s < filled else "white",
-                        edgecolor="#555555",
-                        lw=0.4,
-                    )
-                )
+                ink = "#555555" if s < filled else "white"
+                corner, style = (x + 0.05 + s * 0.3, y + 0.08), {"edgecolor": "#555555", "lw": 0.4}
+                ax.add_patch(Rectangle(corner, 0.28, 0.22, facecolor=ink, **style))
             ax.text(x + 0.65, y + 0.55, f"logical {i}", ha="center", va="center", fontsize=7)
             px = 1.15 + p * 1.05 + 0.45
             start, end = (
@@ -97,30 +90,16 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
 def figure() -> bytes:
     s = scenario()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-    _panel(
-        axes[0],
-        s["forked"],
-        {PARENT: len(PROMPT), CHILD: len(PROMPT)},
-        None,
-        f"after fork({PARENT}, {CHILD}): one set of blocks, each held twice",
-    )
+    forked = f"after fork({PARENT}, {CHILD}): one set of blocks, each held twice"
+    _panel(axes[0], s["forked"], {PARENT: len(PROMPT), CHILD: len(PROMPT)}, None, forked)
     src, dst = s["copy"]
-    _panel(
-        axes[1],
-        s["after"],
-        s["tokens"],
-        s["copy"],
-        f"after append_slot({CHILD}): copy-on-write, block {src} -> block {dst}",
+    copied = f"after append_slot({CHILD}): copy-on-write, block {src} -> block {dst}"
+    _panel(axes[1], s["after"], s["tokens"], s["copy"], copied)
+    what = (
+        f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a {len(PROMPT)}-token prompt, "
     )
-    fig.text(
-        0.5,
-        0.02,
-        f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a "
-        f"{len(PROMPT)}-token prompt, forked, one token appended to the fork. Dark slots "
-        "hold a token.",
-        ha="center",
-        fontsize=8,
-    )
+    what += "forked, one token appended to the fork. Dark slots hold a token."
+    fig.text(0.5, 0.02, what, ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return svg(fig)
 

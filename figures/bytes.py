@@ -6,24 +6,15 @@ in Lab 01's page; tests/test_data_claims.py recomputes their numbers from the sa
 import re
 
 from bench.bytes import CASES, Case
-from figures.core import load, markdown_table
+from figures.core import load, markdown_table, yes
 from minimodel import roofline as r
 
 MIB = 2**20
-IMPL = {
-    "naive": "naive",
-    "flash": "Flash (ours)",
-    "sdpa_flash": "SDPA FA2",
-    "decode": "decode, contiguous",
-    "paged": "decode, paged",
-}
+IMPL = {"naive": "naive", "flash": "Flash (ours)", "sdpa_flash": "SDPA FA2"}
+IMPL |= {"decode": "decode, contiguous", "paged": "decode, paged"}
 L2_WRITE = ("lts__t_sectors_srcunit_tex_op_write.sum", "lts__t_sectors_op_write.sum")
 L2_TO_SM = "l1tex__m_xbar2l1tex_read_bytes.sum"  # what the crossbar delivers from L2 to the SMs
 BAR = 0.15
-
-
-def yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def shapes_table() -> str:
@@ -60,12 +51,8 @@ def model(case: Case, params: dict) -> dict[str, dict[str, int]]:
     if case.impl == "decode":
         return r.decode_bytes(*ctx, num_splits=params["num_splits"])
     if case.impl == "paged":
-        return r.paged_decode_bytes(
-            *ctx,
-            block_size=params["block_size"],
-            block_n=params["block_n"],
-            num_splits=params["num_splits"],
-        )
+        tiles = {k: params[k] for k in ("block_size", "block_n", "num_splits")}
+        return r.paged_decode_bytes(*ctx, **tiles)
     raise ValueError(f"no model for {case.impl!r}")
 
 
@@ -105,19 +92,11 @@ def rows(data: dict) -> list[dict]:
             continue
         for i, (name, m) in enumerate(kernel_models(case, entry["params"], entry["all"])):
             cold, warm = entry["all"][i], entry["none"][i]
-            out.append(
-                {
-                    "case": case,
-                    "kernel": name,
-                    "model": m,
-                    "dram": dram_bytes(cold),
-                    "dram_read": cold["dram__bytes_read.sum"],
-                    "l2_write": l2_written(cold),
-                    "l2_to_sm": cold.get(L2_TO_SM),
-                    "warm": warm["dram__bytes_read.sum"] + warm["dram__bytes_write.sum"],
-                    "warm_read": warm["dram__bytes_read.sum"],
-                }
-            )
+            read, warm_read = cold["dram__bytes_read.sum"], warm["dram__bytes_read.sum"]
+            row = {"case": case, "kernel": name, "model": m, "dram": dram_bytes(cold)}
+            row |= {"dram_read": read, "l2_write": l2_written(cold), "l2_to_sm": cold.get(L2_TO_SM)}
+            row |= {"warm": warm_read + warm["dram__bytes_write.sum"], "warm_read": warm_read}
+            out.append(row)
     return out
 
 
@@ -132,6 +111,12 @@ def ratio(a: float | None, b: float | None) -> str:
     return "—" if a is None or not b else f"{a / b:.3f}"
 
 
+def compared(dram_model, dram, tiled, l2_to_sm, warm) -> list[str]:
+    """The cells model, measured, ratio for DRAM and for L2 to the SMs, then warm DRAM."""
+    dram_cells = [mib(dram_model), mib(dram), ratio(dram, dram_model)]
+    return [*dram_cells, mib(tiled), mib(l2_to_sm), ratio(l2_to_sm, tiled), mib(warm)]
+
+
 def measured_table(data: dict) -> str:
     body = []
     for row in rows(data):
@@ -139,19 +124,8 @@ def measured_table(data: dict) -> str:
         dram_model = None if m is None else m["read"] + m["write"]
         tiled = None if m is None else m.get("read_tiled")
         body.append(
-            [
-                f"{c.n:,}",
-                IMPL[c.impl],
-                c.heads,
-                f"`{row['kernel']}`",
-                mib(dram_model),
-                mib(row["dram"]),
-                ratio(row["dram"], dram_model),
-                mib(tiled),
-                mib(row["l2_to_sm"]),
-                ratio(row["l2_to_sm"], tiled),
-                mib(row["warm"]),
-            ]
+            [f"{c.n:,}", IMPL[c.impl], c.heads, f"`{row['kernel']}`"]
+            + compared(dram_model, row["dram"], tiled, row["l2_to_sm"], row["warm"])
         )
     header = "N | implementation | heads | kernel | DRAM model | DRAM measured | ratio"
     return markdown_table(f"{header} | L2→SM model | L2→SM measured | ratio | DRAM, warm", body)
@@ -163,18 +137,9 @@ def case_totals(data: dict) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for row in rows(data):
         m = row["model"]
-        t = out.setdefault(
-            row["case"].id,
-            {
-                "case": row["case"],
-                "dram_model": 0,
-                "tiled": 0,
-                "dram": 0.0,
-                "l2_to_sm": 0.0,
-                "warm": 0.0,
-                "kernels": 0,
-            },
-        )
+        zero = {"dram_model": 0, "tiled": 0, "dram": 0.0, "l2_to_sm": 0.0, "warm": 0.0}
+        zero["kernels"] = 0
+        t = out.setdefault(row["case"].id, {"case": row["case"], **zero})
         t["kernels"] += 1
         for k in ("dram", "l2_to_sm", "warm"):
             t[k] += row[k]
@@ -182,11 +147,8 @@ def case_totals(data: dict) -> dict[str, dict]:
             t["dram_model"] = None
         else:
             t["dram_model"] += m["read"] + m["write"]
-        t["tiled"] = (
-            None
-            if m is None or "read_tiled" not in m or t["tiled"] is None
-            else (t["tiled"] + m["read_tiled"])
-        )
+        untiled = m is None or "read_tiled" not in m or t["tiled"] is None
+        t["tiled"] = None if untiled else t["tiled"] + m["read_tiled"]
     return out
 
 
@@ -198,21 +160,8 @@ def summary_table(data: dict) -> str:
         c = t["case"]
         if c.heads not in ("MHA", "MiniGPT") and c.impl not in ("decode", "paged"):
             continue  # the prefill GQA/MQA rows are on Lab 01
-        body.append(
-            [
-                f"{c.n:,}",
-                IMPL[c.impl],
-                c.heads,
-                t["kernels"],
-                mib(t["dram_model"]),
-                mib(t["dram"]),
-                ratio(t["dram"], t["dram_model"]),
-                mib(t["tiled"]),
-                mib(t["l2_to_sm"]),
-                ratio(t["l2_to_sm"], t["tiled"]),
-                mib(t["warm"]),
-            ]
-        )
+        measured = compared(*(t[k] for k in ("dram_model", "dram", "tiled", "l2_to_sm", "warm")))
+        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, t["kernels"], *measured])
     header = "N | kernel | heads | kernels | DRAM model | DRAM meas. | ratio | L2→SM model"
     return markdown_table(f"{header} | L2→SM meas. | ratio | warm DRAM", body)
 
@@ -228,18 +177,8 @@ def model_table(data: dict) -> str:
         read, write = sum(m["read"] for m in ms), sum(m["write"] for m in ms)
         tiled = sum(m["read_tiled"] for m in ms) if all("read_tiled" in m for m in ms) else None
         f = flops(c)
-        body.append(
-            [
-                f"{c.n:,}",
-                IMPL[c.impl],
-                c.heads,
-                mib(read),
-                mib(tiled),
-                mib(write),
-                f"{f / 1e9:,.3f}",
-                f"{f / (read + write):,.1f}",
-            ]
-        )
+        sizes = [mib(read), mib(tiled), mib(write), f"{f / 1e9:,.3f}", f"{f / (read + write):,.1f}"]
+        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, *sizes])
     header = "N | implementation | heads | read (MiB) | read_tiled | write | FLOPs (G)"
     return markdown_table(f"{header} | I = F / (read + write)", body)
 

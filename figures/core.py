@@ -14,10 +14,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
 from minimodel.ceilings import Ceilings
-from minimodel.roofline_plot import LabelBox, RooflinePoint, _boxes_overlap, plot_roofline
+from minimodel.roofline_plot import (
+    ROOF_COLORS,
+    LabelBox,
+    RooflinePoint,
+    _boxes_overlap,
+    _place_labels,
+    plot_roofline,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -42,6 +50,15 @@ def markdown_table(header: str | list[str], rows: list[list[object]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
+
+
+def yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def number(value: float | None, fmt: str = ",.1f") -> str:
+    """A table cell of a number, or a dash where there is none."""
+    return "–" if value is None else format(value, fmt)
 
 
 def h200_exp_rate() -> float:
@@ -76,6 +93,42 @@ def check_labels(boxes: Sequence[LabelBox], figure: str) -> None:
     clashes = [(a[0], b[0]) for a, b in pairs if _boxes_overlap(a[1], b[1])]
     if clashes:
         sys.exit(f"{figure}: labels overlap: {clashes}")
+
+
+def legend_entry(**style) -> Line2D:
+    """A legend's entry: a line or marker of `style`, drawn nowhere."""
+    return Line2D([], [], **style)
+
+
+def measured_roofline(roofs, flat, intensities, draw, *, name: str, **style) -> bytes:
+    """The figures that draw their own points on the H200's measured roofs (the exam, the
+    overlay), in one style. `roofs` has a name, peak_flops and bandwidth: log axes over
+    `intensities` and the ridge with 3x margins, the roof min(pi, I beta), and each flat roof of
+    `flat` ([(linestyle, FLOP/s, legend)]) right of where it meets the slope; draw(ax) draws the
+    points and returns (their TFLOP/s, [(x, y, label)]); the legend goes below, the labels are
+    placed (exit if two overlap). `style`: figsize, title, ncol, handles (after the roofs')."""
+    color, peak, beta = ROOF_COLORS[True][0], roofs.peak_flops, roofs.bandwidth
+    intensities = [*intensities, peak / beta]  # the ridge in view
+    lo, hi = min(intensities) / 3, max(intensities) * 3
+    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    fig, ax = plt.subplots(figsize=style["figsize"])
+    ax.plot(xs, [min(peak, x * beta) / 1e12 for x in xs], color=color)
+    text = f"{roofs.name}: {peak / 1e12:.0f} TFLOP/s, {beta / 1e12:.2f} TB/s"
+    handles = [legend_entry(color=color, label=text)]
+    for line, roof, text in flat:
+        under = [x for x in xs if x * beta >= roof]
+        ax.plot(under, [roof / 1e12] * len(under), line, color=color, lw=1.2)
+        handles.append(legend_entry(color=color, ls=line, label=text))
+    rates, labels = draw(ax)
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(min(rates) / 4, peak / 1e12 * 2.5))
+    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=style["title"])
+    ax.grid(True, which="both", alpha=0.3)
+    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.1), "frameon": False}
+    ax.legend(handles=handles + style["handles"], fontsize=7.5, ncol=style["ncol"], **where)
+    fig.tight_layout()
+    boxes = _place_labels(ax, [(x, y) for x, y, _ in labels], [t for _, _, t in labels])
+    check_labels(boxes, name)
+    return svg(fig)
 
 
 def roofline_svg(ceilings, points, *, title: str, head_dim: int | None = None) -> bytes:

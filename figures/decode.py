@@ -13,47 +13,27 @@ BATCH, CONTEXT = 64, 4096
 
 def layouts() -> list[tuple]:
     """(name, heads, layers, cache bytes per token, FLOPs, bytes) of one decode step, fp16."""
+    flops = r.attention_flops(BATCH, 32, 1, CONTEXT, 128)
     rows = [
-        (
-            name,
-            f"32 / {hkv}",
-            32,
-            r.kv_cache_bytes(32, hkv, 128, 1),
-            r.attention_flops(BATCH, 32, 1, CONTEXT, 128),
-            r.attention_min_bytes(BATCH, 32, hkv, 1, CONTEXT, 128),
-        )
+        (name, f"32 / {hkv}", 32, r.kv_cache_bytes(32, hkv, 128, 1), flops)
+        + (r.attention_min_bytes(BATCH, 32, hkv, 1, CONTEXT, 128),)
         for name, hkv in (("MHA", 32), ("GQA, 8 kv heads", 8), ("MQA", 1))
     ]
     # DeepSeek-V2's sizes: 128 heads, d_c = 512, d_R = 64, 60 layers
-    return rows + [
-        (
-            "MLA (DeepSeek-V2 sizes)",
-            "128 / latent",
-            60,
-            r.mla_cache_bytes(60, 512, 64, 1),
-            r.mla_decode_flops(BATCH, 128, CONTEXT, 512, 64),
-            r.mla_decode_bytes(BATCH, 128, CONTEXT, 512, 64),
-        )
-    ]
+    mla = [f(BATCH, 128, CONTEXT, 512, 64) for f in (r.mla_decode_flops, r.mla_decode_bytes)]
+    mla_cache = r.mla_cache_bytes(60, 512, 64, 1)
+    return [*rows, ("MLA (DeepSeek-V2 sizes)", "128 / latent", 60, mla_cache, *mla)]
 
 
 def outputs() -> dict[str, str | bytes]:
     roof, rows = h200_measured(), []
     for name, heads, layers, per_token, flops, nbytes in layouts():
         i = flops / nbytes
-        rate = roof.attainable(i)
-        rows.append(
-            [
-                name,
-                heads,
-                f"{per_token / 1024:,.1f} ({layers})",
-                f"{per_token * CONTEXT * BATCH / 2**30:,.1f}",
-                f"{i:,.1f}",
-                "memory" if i < roof.ridge else "compute",
-                f"{rate / 1e12:,.0f}",
-                f"{flops / rate * 1e6:,.1f}",
-            ]
-        )
+        rate, bound = roof.attainable(i), "memory" if i < roof.ridge else "compute"
+        cache = [f"{per_token / 1024:,.1f} ({layers})"]
+        cache.append(f"{per_token * CONTEXT * BATCH / 2**30:,.1f}")
+        rates = [f"{rate / 1e12:,.0f}", f"{flops / rate * 1e6:,.1f}"]
+        rows.append([name, heads, *cache, f"{i:,.1f}", bound, *rates])
     header = (
         "layout | heads (q / kv) | cache KiB per token (layers) | cache GiB at "
         f"B={BATCH}, N={CONTEXT} | decode I (FLOP/B) | bound (ridge {roof.ridge:.0f}) | "

@@ -9,23 +9,15 @@ measurement exists the error table says it is pending and the figure shows the p
 import json
 import sys
 from pathlib import Path
-
-import matplotlib.pyplot as plt
-from matplotlib.lines import Line2D
+from types import SimpleNamespace
 
 from bench.exam import MEASURED, PREDICTIONS
-from figures.core import check_labels, markdown_table, svg
-from minimodel.roofline_plot import POINT_COLOR, ROOF_COLORS, _place_labels
+from figures.core import legend_entry, markdown_table, measured_roofline
+from minimodel.roofline_plot import POINT_COLOR
 
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
-VARIANT = {
-    "fp8_kv_decode": 1,
-    "verification": 2,
-    "mixed_batch": 3,
-    "sliding_window_prefill": 4,
-    "cross_attention": 5,
-    "mqa_decode": 6,
-}
+VARIANTS = ["fp8_kv_decode", "verification", "mixed_batch", "sliding_window_prefill"]
+VARIANT = {f: i for i, f in enumerate([*VARIANTS, "cross_attention", "mqa_decode"], 1)}
 
 
 ERROR_BAR = 0.25  # an error past a quarter is marked, and the page explains it
@@ -80,16 +72,10 @@ def roofs_table(data: dict) -> str:
         ["ridge \\(\\pi / \\beta\\)", f"{pi / beta:.0f} FLOP/byte", ""],
     ]
     for d, roof in r["attention_roof"].items():
-        rows.append(
-            [
-                f"\\(\\pi_d\\), attention's compute roof at \\(d = {d}\\)",
-                f"{roof / 1e12:.0f} TFLOP/s",
-                "exp2 not overlapped",
-            ]
-        )
-        rows.append(
-            [f"its ridge \\(\\pi_d / \\beta\\), \\(d = {d}\\)", f"{roof / beta:.0f} FLOP/byte", ""]
-        )
+        roof_d = f"\\(\\pi_d\\), attention's compute roof at \\(d = {d}\\)"
+        rows.append([roof_d, f"{roof / 1e12:.0f} TFLOP/s", "exp2 not overlapped"])
+        ridge = f"its ridge \\(\\pi_d / \\beta\\), \\(d = {d}\\)"
+        rows.append([ridge, f"{roof / beta:.0f} FLOP/byte", ""])
     return markdown_table("roof | value | from", rows)
 
 
@@ -98,35 +84,17 @@ def prediction_rows(data: dict) -> list[list]:
     row ends with the predicted µs and (function, case), which the tables drop or use."""
     rows, by_key = [], {(c["function"], c["case"]): c for c in data["cases"]}
     for c in data["cases"]:
-        rows.append(
-            [
-                str(VARIANT[c["function"]]),
-                f"`{c['case']}`",
-                f"{c['flops'] / 1e9:,.2f}",
-                f"{c['bytes'] / 1e6:,.1f}",
-                f"{c['intensity']:,.1f}",
-                c["roof"],
-                f"{c['time_us']:,.1f}",
-                c["time_us"],
-                (c["function"], c["case"]),
-            ]
-        )
-        if (c["function"], c["case"]) == ("mixed_batch", "decode"):
+        sizes = [f"{c['flops'] / 1e9:,.2f}", f"{c['bytes'] / 1e6:,.1f}", f"{c['intensity']:,.1f}"]
+        us, key = c["time_us"], (c["function"], c["case"])
+        variant = str(VARIANT[c["function"]])
+        rows.append([variant, f"`{c['case']}`", *sizes, c["roof"], f"{us:,.1f}", us, key])
+        if key == ("mixed_batch", "decode"):
             parts = [by_key["mixed_batch", "prefill"], c]
-            flops, nbytes = sum(p["flops"] for p in parts), sum(p["bytes"] for p in parts)
-            us = sum(p["time_us"] for p in parts)
+            flops, nbytes, us = (sum(p[f] for p in parts) for f in ("flops", "bytes", "time_us"))
+            sizes = [f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.1f}", ""]
+            apart = "apart: `prefill`, then `decode`"
             rows.append(
-                [
-                    "3",
-                    "apart: `prefill`, then `decode`",
-                    f"{flops / 1e9:,.2f}",
-                    f"{nbytes / 1e6:,.1f}",
-                    "",
-                    "each its own",
-                    f"{us:,.1f}",
-                    us,
-                    ("mixed_batch", "apart"),
-                ]
+                ["3", apart, *sizes, "each its own", f"{us:,.1f}", us, ("mixed_batch", "apart")]
             )
     return rows
 
@@ -147,9 +115,8 @@ def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
     if rec is None:
         return "pending", "pending"
     if "us" not in rec:
-        return (
-            "skipped" if "skipped" in rec else "failed" if rec.get("check") == "FAILED" else "error"
-        ), "n/a"
+        failed = "failed" if rec.get("check") == "FAILED" else "error"
+        return ("skipped" if "skipped" in rec else failed), "n/a"
     error = rec["us"] / predicted_us - 1
     shown = f"{error:+.0%}"
     return f"{rec['us']:,.1f}", f"**{shown}**" if abs(error) > ERROR_BAR else shown
@@ -201,14 +168,8 @@ def merged_labels(points: list[tuple[float, float, str]]) -> list[tuple[float, f
     return [(g[0][0], g[0][1], "; ".join(sorted(t for _, _, t in g))) for g in groups]
 
 
-def legend_entry(**style) -> Line2D:
-    """A legend's entry: a line or marker of `style`, drawn nowhere."""
-    return Line2D([], [], **style)
-
-
 def figure(data: dict, measured: dict | None = None) -> bytes:
     r = data["roofs"]
-    pi, beta = r["peak_flops"], r["bandwidth"]
     predicted = [
         (c["intensity"], c["flops"] / (c["time_us"] * 1e-6) / 1e12, label(c)) for c in data["cases"]
     ]
@@ -222,85 +183,40 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
         ]
         for impl in ("ours", "sdpa_cudnn")
     }
-    xs_all = [x for x, _, _ in predicted] + [pi / beta]
-    lo, hi = min(xs_all) / 3, max(xs_all) * 3
-    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-    fig, ax = plt.subplots(figsize=(9, 6.5))
-    color = ROOF_COLORS[True][0]
-    ax.plot(xs, [min(pi, x * beta) / 1e12 for x in xs], color=color)
+
+    def draw(ax):
+        for x, y, _ in predicted:
+            ax.plot(x, y, "o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
+        for x, y, y_pred in marks["ours"]:
+            ax.plot([x, x], [y_pred, y], "-", color=POINT_COLOR, lw=0.8, alpha=0.6)
+            ax.plot(x, y, "o", color=POINT_COLOR)
+        for x, y, _ in marks["sdpa_cudnn"]:
+            ax.plot(x, y, "D", color=ANCHOR_COLOR, markersize=4)
+        rates = [y for _, y, _ in predicted] + [y for m in marks.values() for _, y, _ in m]
+        return rates, merged_labels(predicted)
+
     styles = {"64": ":", "128": "--"}
-    for d, roof in r["attention_roof"].items():
-        flat = [x for x in xs if x * beta >= roof]
-        ax.plot(flat, [roof / 1e12] * len(flat), styles[d], color=color, lw=1.2)
-    for x, y, _ in predicted:
-        ax.plot(x, y, "o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
-    for x, y, y_pred in marks["ours"]:
-        ax.plot([x, x], [y_pred, y], "-", color=POINT_COLOR, lw=0.8, alpha=0.6)
-        ax.plot(x, y, "o", color=POINT_COLOR)
-    for x, y, _ in marks["sdpa_cudnn"]:
-        ax.plot(x, y, "D", color=ANCHOR_COLOR, markersize=4)
-    merged = merged_labels(predicted)
-    rates = [y for _, y, _ in predicted] + [y for m in marks.values() for _, y, _ in m]
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlim=(lo, hi),
-        ylim=(min(rates) / 4, pi / 1e12 * 2.5),
-        xlabel="arithmetic intensity (FLOP/byte)",
-        ylabel="TFLOP/s",
-        title="The exam's cases on the H200's measured roofline: predicted (hollow)"
-        + (", measured (filled)" if measured is not None else ""),
-    )
-    ax.grid(True, which="both", alpha=0.3)
-    handles = [
-        legend_entry(
-            color=color, label=f"{r['name']}: {pi / 1e12:.0f} TFLOP/s, {beta / 1e12:.2f} TB/s"
-        ),
-        *(
-            legend_entry(
-                color=color,
-                ls=styles[d],
-                label=f"attention's compute roof, d = {d}: {roof / 1e12:.0f} TFLOP/s",
-            )
-            for d, roof in r["attention_roof"].items()
-        ),
-        legend_entry(
-            ls="",
-            marker="o",
-            markerfacecolor="white",
-            markeredgecolor=POINT_COLOR,
-            label="predicted: data/exam-predictions.json",
-        ),
+    flat = [
+        (styles[d], roof, f"attention's compute roof, d = {d}: {roof / 1e12:.0f} TFLOP/s")
+        for d, roof in r["attention_roof"].items()
     ]
+    hollow = dict(markerfacecolor="white", markeredgecolor=POINT_COLOR)
+    handles = [
+        legend_entry(ls="", marker="o", **hollow, label="predicted: data/exam-predictions.json")
+    ]
+    title = "The exam's cases on the H200's measured roofline: predicted (hollow)"
     if measured is not None:
-        handles += [
-            legend_entry(
-                ls="",
-                marker="o",
-                color=POINT_COLOR,
-                label="measured, ours: data/exam-h200.json (graph replay)",
-            ),
-            legend_entry(
-                ls="",
-                marker="D",
-                color=ANCHOR_COLOR,
-                markersize=4,
-                label="measured, SDPA cuDNN on contiguous tensors",
-            ),
-        ]
-    ax.legend(
-        handles=handles,
-        fontsize=7.5,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.1),
-        ncol=2,
-        frameon=False,
-    )
-    fig.tight_layout()
-    boxes = _place_labels(ax, [(x, y) for x, y, _ in merged], [t for _, _, t in merged])
-    out = svg(fig)
-    check_labels(boxes, "exam roofline")
-    return out
+        title += ", measured (filled)"
+        ours = "measured, ours: data/exam-h200.json (graph replay)"
+        handles.append(legend_entry(ls="", marker="o", color=POINT_COLOR, label=ours))
+        cudnn = "measured, SDPA cuDNN on contiguous tensors"
+        handles.append(
+            legend_entry(ls="", marker="D", color=ANCHOR_COLOR, markersize=4, label=cudnn)
+        )
+    roofs = SimpleNamespace(**r)
+    style = {"figsize": (9, 6.5), "title": title, "handles": handles, "ncol": 2}
+    intensities = [x for x, _, _ in predicted]
+    return measured_roofline(roofs, flat, intensities, draw, name="exam roofline", **style)
 
 
 def outputs() -> dict[str, str | bytes]:

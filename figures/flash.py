@@ -11,12 +11,8 @@ from collections import defaultdict
 from figures.core import h200_measured, load, markdown_table, roofline_svg
 from minimodel.attention_flash import FLASH_CONFIGS, SMEM_BUDGET, smem_bytes
 from minimodel.ceilings import HARDWARE
-from minimodel.roofline import (
-    attention_flops,
-    attention_min_bytes,
-    flash_attention_bytes,
-    naive_attention_bytes,
-)
+from minimodel.roofline import attention_flops as flops_of
+from minimodel.roofline import attention_min_bytes, flash_attention_bytes, naive_attention_bytes
 from minimodel.roofline_plot import RooflinePoint
 
 E = 2  # bytes per element: fp16 / bf16
@@ -47,28 +43,14 @@ def bytes_table() -> str:
                 ("compulsory", attention_min_bytes(*shape)),
             ]
             for label, nbytes in counted:
-                i = attention_flops(1, 1, n, n, d) / nbytes
-                rows.append(
-                    [
-                        n,
-                        d,
-                        label,
-                        mib(nbytes),
-                        f"{i:,.1f}",
-                        f"{datasheet.attainable(i) / 1e12:,.0f}",
-                        f"{measured.attainable(i) / 1e12:,.0f}",
-                    ]
-                )
-    header = [
-        "N",
-        "d",
-        "bytes counted",
-        "MiB per head",
-        "I (FLOP/B)",
-        f"attainable TFLOP/s, datasheet (ridge {datasheet.ridge:.0f})",
-        f"measured roofs (ridge {measured.ridge:.0f})",
-    ]
-    return markdown_table(header, rows)
+                i = flops_of(1, 1, n, n, d) / nbytes
+                roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
+                rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
+    header = "N | d | bytes counted | MiB per head | I (FLOP/B) | attainable TFLOP/s, datasheet"
+    return markdown_table(
+        f"{header} (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})",
+        rows,
+    )
 
 
 MASK_HQ, MASK_D, MASK_BM, MASK_BN, MASK_W = 32, 128, 128, 64, 1024
@@ -85,29 +67,16 @@ def masks_table() -> str:
     rows = []
     for n, hkv, mask in cases:
         shape, tiles = (1, MASK_HQ, hkv, n, n, MASK_D), {"block_m": MASK_BM, "block_n": MASK_BN}
-        flops = attention_flops(1, MASK_HQ, n, n, MASK_D, **mask)
-        dense_flops = attention_flops(1, MASK_HQ, n, n, MASK_D)
+        flops, dense_flops = (flops_of(1, MASK_HQ, n, n, MASK_D, **m) for m in (mask, {}))
         flash = flash_attention_bytes(*shape, **tiles, **mask)
         dense = flash_attention_bytes(*shape, **tiles)
         floor = attention_min_bytes(*shape)
-        label = (
-            "causal, W={window}".format(**mask)
-            if "window" in mask
-            else ("causal" if mask else "dense")
-        )
+        label = "causal, W={window}".format(**mask) if "window" in mask else "causal"
+        heads = "MHA" if hkv == MASK_HQ else f"{MASK_HQ}/{hkv}"
         rows.append(
-            [
-                f"{n:,}",
-                label,
-                "MHA" if hkv == MASK_HQ else f"{MASK_HQ}/{hkv}",
-                f"{flops / 1e9:,.0f}",
-                f"{flops / dense_flops:.3f}",
-                f"{flash / 2**30:,.2f}",
-                f"{flash / dense:.3f}",
-                mib(floor),
-                f"{flops / flash:,.0f}",
-                f"{flops / floor:,.0f}",
-            ]
+            [f"{n:,}", label if mask else "dense", heads, f"{flops / 1e9:,.0f}"]
+            + [f"{flops / dense_flops:.3f}", f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}"]
+            + [mib(floor), f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]
         )
     header = (
         "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse) | Flash bytes / dense"
@@ -143,16 +112,8 @@ def regs_cell(d: int, bm: int, bn: int, warps: int) -> str:
 
 # Tiles to compare at every head dim, next to the autotuner's own candidates for that head dim
 # (Lab 02's FLASH_CONFIGS, keyed by the padded head dim).
-COMPARED_TILES = [
-    (64, 64, 2),
-    (64, 64, 3),
-    (64, 128, 2),
-    (128, 64, 2),
-    (128, 64, 3),
-    (128, 128, 2),
-    (128, 128, 3),
-    (256, 64, 2),
-]
+COMPARED_TILES = [(64, 64, 2), (64, 64, 3), (64, 128, 2), (128, 64, 2), (128, 64, 3)]
+COMPARED_TILES += [(128, 128, 2), (128, 128, 3), (256, 64, 2)]
 
 
 def tile_fit_table() -> str:
@@ -161,35 +122,14 @@ def tile_fit_table() -> str:
         tuned = FLASH_CONFIGS.get(d, [])
         for bm, bn, stages in sorted(set(COMPARED_TILES) | {(bm, bn, s) for bm, bn, _, s in tuned}):
             s = smem(d, bm, bn, stages)
-            fits = (
-                "no"
-                if s > SMEM_PER_BLOCK
-                else "yes, over the kernel's 200"
-                if s > SMEM_BUDGET
-                else "yes"
-            )
+            fits = "yes, over the kernel's 200" if s > SMEM_BUDGET else "yes"
+            fits = "no" if s > SMEM_PER_BLOCK else fits
             warps = [w for bm_, bn_, w, s_ in tuned if (bm_, bn_, s_) == (bm, bn, stages)]
-            autotuner = (
-                "-"
-                if not warps
-                else "pruned"
-                if s > SMEM_BUDGET
-                else ", ".join(f"{w} warps" for w in warps)
-            )
-            rows.append(
-                [
-                    d,
-                    bm,
-                    bn,
-                    stages,
-                    f"{s / 1024:.0f}",
-                    fits,
-                    blocks_by_smem(s) if s <= SMEM_PER_BLOCK else "-",
-                    regs_cell(d, bm, bn, 4),
-                    regs_cell(d, bm, bn, 8),
-                    autotuner,
-                ]
-            )
+            autotuner = "pruned" if s > SMEM_BUDGET else ", ".join(f"{w} warps" for w in warps)
+            blocks = blocks_by_smem(s) if s <= SMEM_PER_BLOCK else "-"
+            regs = [regs_cell(d, bm, bn, w) for w in (4, 8)]
+            autotuner = autotuner if warps else "-"
+            rows.append([d, bm, bn, stages, f"{s / 1024:.0f}", fits, blocks, *regs, autotuner])
     header = "d | BLOCK_M | BLOCK_N | stages | shared KiB | fits 227 KiB | blocks/SM (shared)"
     return markdown_table(f"{header} | regs/thread, 4 warps | 8 warps | autotuner", rows)
 
@@ -228,36 +168,18 @@ def sweep_best_table() -> str:
         rate = no_reuse_rate(key, best_cfg, best["ms"])
         cudnn, tf = impls["sdpa_cudnn"]["tflops"], best["tflops"]
         rows.append(
-            [
-                d,
-                "yes" if causal else "no",
-                f"{n:,}",
-                f"{b} x {h}",
-                cfg(best_cfg),
-                f"{tf:.0f}",
-                f"{cudnn:.0f}",
-                f"{impls['sdpa_flash']['tflops']:.0f}",
-                f"{tf / cudnn:.0%}",
-                f"{tf * 1e12 / roof.peak_flops:.0%}",
-                f"{rate / 1e12:.1f}" + (" (> copy)" if rate > roof.bandwidth else ""),
-            ]
+            [d, "yes" if causal else "no", f"{n:,}", f"{b} x {h}", cfg(best_cfg), f"{tf:.0f}"]
+            + [f"{cudnn:.0f}", f"{impls['sdpa_flash']['tflops']:.0f}", f"{tf / cudnn:.0%}"]
+            + [f"{tf * 1e12 / roof.peak_flops:.0%}"]
+            + [f"{rate / 1e12:.1f}" + (" (> copy)" if rate > roof.bandwidth else "")]
         )
     header = "d | causal | N | B x H | best (BM, BN, warps, stages) | TFLOP/s | cuDNN | FA2 (SDPA)"
     return markdown_table(f"{header} | best / cuDNN | of matmul | TB/s if no reuse", rows)
 
 
-SWEEP_CONFIGS = [
-    (128, 64, 4, 2),
-    (128, 64, 4, 3),
-    (128, 64, 8, 3),
-    (128, 128, 4, 2),
-    (128, 128, 4, 3),
-    (128, 128, 4, 4),
-    (128, 128, 8, 2),
-    (64, 64, 4, 3),
-    (64, 128, 4, 2),
-    (64, 128, 4, 4),
-]
+SWEEP_CONFIGS = [(128, 64, 4, 2), (128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 4, 2)]
+SWEEP_CONFIGS += [(128, 128, 4, 3), (128, 128, 4, 4), (128, 128, 8, 2), (64, 64, 4, 3)]
+SWEEP_CONFIGS += [(64, 128, 4, 2), (64, 128, 4, 4)]
 
 
 def sweep_configs_table() -> str:
@@ -271,22 +193,14 @@ def sweep_configs_table() -> str:
             for k in keys:
                 runs = shapes[k]["minimodel"]
                 best = max(r["tflops"] for r in runs.values())
-                cells.append(
-                    f"{runs[c]['tflops']:.0f} ({runs[c]['tflops'] / best:.0%})"
-                    if c in runs
-                    else "not run"
-                )
+                tf = runs[c]["tflops"] if c in runs else None
+                cells.append(f"{tf:.0f} ({tf / best:.0%})" if tf is not None else "not run")
             s = smem(d, c[0], c[1], c[3])
             rows.append(
                 [d, cfg(c), f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3]), *cells]
             )
-    header = [
-        "d",
-        "(BM, BN, warps, stages)",
-        "shared KiB",
-        "blocks/SM (shared)",
-        "regs/thread (est.)",
-    ]
+    header = "d | (BM, BN, warps, stages) | shared KiB | blocks/SM (shared) | regs/thread (est.)"
+    header = header.split(" | ")
     header += [f"N={n:,}{', causal' if causal else ''}" for d, causal, n, _, _ in shapes if d == 64]
     return markdown_table(header, rows)
 
@@ -302,22 +216,16 @@ def exp_roof_rows() -> list[dict]:
     rows = []
     for d in (64, 128):
         exp_time, mma_time = 1 / roof.exp_rate, 4 * d / roof.peak_flops  # per score
-        runs = [
-            r
-            for r in records
-            if (r["group"], r["dtype"], r["causal"], r["d"]) == ("fa2", "float16", False, d)
-        ]
+        key = ("fa2", "float16", False, d)
+        runs = [r for r in records if (r["group"], r["dtype"], r["causal"], r["d"]) == key]
+        best = {
+            impl: max((r for r in runs if r["impl"] == impl), key=lambda r: r["tflops"])
+            for impl in EXP_IMPLS
+        }
+        cap, overlapped = roof.attention_roof(d), roof.attention_roof(d, overlapped=True)
+        share = exp_time / (exp_time + mma_time)
         rows.append(
-            {
-                "d": d,
-                "cap": roof.attention_roof(d),
-                "overlapped": roof.attention_roof(d, overlapped=True),
-                "exp_share": exp_time / (exp_time + mma_time),
-                "best": {
-                    impl: max((r for r in runs if r["impl"] == impl), key=lambda r: r["tflops"])
-                    for impl in EXP_IMPLS
-                },
-            }
+            {"d": d, "cap": cap, "overlapped": overlapped, "exp_share": share, "best": best}
         )
     return rows
 
@@ -328,25 +236,12 @@ def exp_roof_table() -> str:
         best = [
             f"{b['tflops']:.0f} ({b['tflops'] * 1e12 / r['cap']:.0%})" for b in r["best"].values()
         ]
-        out.append(
-            [
-                r["d"],
-                4 * r["d"],
-                f"{r['exp_share']:.0%}",
-                f"{r['cap'] / 1e12:.0f} ({r['cap'] / roof.peak_flops:.0%})",
-                f"{r['overlapped'] / 1e12:.0f}",
-                *best,
-            ]
-        )
-    header = [
-        "d",
-        "FLOPs per exp2",
-        "exp2 share of the time",
-        "cap, not overlapped (of matmul)",
-        "cap, overlapped",
-        *(f"{name}: best TFLOP/s (of cap)" for name in EXP_IMPLS.values()),
-    ]
-    return markdown_table(header, out)
+        cap = f"{r['cap'] / 1e12:.0f} ({r['cap'] / roof.peak_flops:.0%})"
+        cells = [r["d"], 4 * r["d"], f"{r['exp_share']:.0%}", cap, f"{r['overlapped'] / 1e12:.0f}"]
+        out.append([*cells, *best])
+    header = "d | FLOPs per exp2 | exp2 share of the time | cap, not overlapped (of matmul)"
+    header = [*header.split(" | "), "cap, overlapped"]
+    return markdown_table(header + [f"{n}: best TFLOP/s (of cap)" for n in EXP_IMPLS.values()], out)
 
 
 def figure_points() -> list[RooflinePoint]:
@@ -356,16 +251,15 @@ def figure_points() -> list[RooflinePoint]:
         shape = (b, h, h, n, n, d)
         cases = [("naive", naive_attention_bytes(*shape))]
         if n <= 128:
-            cases.append(
-                ("Flash (one tile) ~ compulsory", flash_attention_bytes(*shape, block_m=128))
-            )
+            one_tile = flash_attention_bytes(*shape, block_m=128)
+            cases.append(("Flash (one tile) ~ compulsory", one_tile))
         else:
             cases += [
                 (f"Flash BM={bm}, no reuse", flash_attention_bytes(*shape, block_m=bm))
                 for bm in (64, 128)
             ]
             cases.append(("compulsory", attention_min_bytes(*shape)))
-        flops = attention_flops(b, h, n, n, d)
+        flops = flops_of(b, h, n, n, d)
         points += [RooflinePoint(f"{label} N={n}", flops / nbytes) for label, nbytes in cases]
     return points
 

@@ -5,20 +5,11 @@ Triton's automatic warp specialisation did to Lab 02's kernel (from bench.autows
 
 import re
 
-from figures.core import DATA, load, markdown_table
+from figures.core import DATA, load, markdown_table, yes
 
-ABLATION = {
-    "hopper": "kept kernel",
-    "hopper, no ping-pong": "no ping-pong",
-    "hopper, one program per item pair": "not persistent",
-    "hopper, neither": "neither",
-    "lab02": "Lab 02",
-    "sdpa_cudnn": "cuDNN",
-}
-
-
-def yes(flag: bool) -> str:
-    return "yes" if flag else "no"
+ABLATION = {"hopper": "kept kernel", "hopper, no ping-pong": "no ping-pong"}
+ABLATION |= {"hopper, one program per item pair": "not persistent", "hopper, neither": "neither"}
+ABLATION |= {"lab02": "Lab 02", "sdpa_cudnn": "cuDNN"}
 
 
 def drafts_table() -> str:
@@ -36,21 +27,11 @@ def drafts_table() -> str:
             if cfg.get("STAGES", 2) != 2:
                 switches.append(f"{cfg['STAGES']} stages")
             err = max(check["err"] for check in variant["checks"])
+            what = [run["draft"], ", ".join(switches) or "as described", cfg["d"]]
+            what.append(cfg.get("dtype", "float16"))
             for p in variant["perf"]:
-                rows.append(
-                    [
-                        run["draft"],
-                        ", ".join(switches) or "as described",
-                        cfg["d"],
-                        cfg.get("dtype", "float16"),
-                        f"{p['n']:,}",
-                        yes(p["causal"]),
-                        f"{p['hopper']:.0f}",
-                        f"{p['cudnn']:.0f}",
-                        f"{p['ratio']:.2f}",
-                        f"{err:.1e}",
-                    ]
-                )
+                rates = [f"{p['hopper']:.0f}", f"{p['cudnn']:.0f}", f"{p['ratio']:.2f}"]
+                rows.append([*what, f"{p['n']:,}", yes(p["causal"]), *rates, f"{err:.1e}"])
     header = "draft | variant | d | dtype | N | causal | TFLOP/s | cuDNN | ÷ cuDNN | max error"
     return markdown_table(header, rows)
 
@@ -101,16 +82,9 @@ def autows_table() -> str:
             result = "partitions made"
         else:
             result = "compiled, no partitions"
-        rows.append(
-            [
-                rec["target"],
-                yes(rec["warp_specialize_flag"]),
-                f"{rec['BLOCK_M']} x {rec['BLOCK_N']}",
-                rec["num_warps"],
-                result,
-                ptxas_short(rec.get("ptxas")),
-            ]
-        )
+        tile, ptxas = f"{rec['BLOCK_M']} x {rec['BLOCK_N']}", ptxas_short(rec.get("ptxas"))
+        flag = yes(rec["warp_specialize_flag"])
+        rows.append([rec["target"], flag, tile, rec["num_warps"], result, ptxas])
     env = data["environment"]
     note = (
         f"Lab 02's kernel at d = 128, fp16, no mask, compiled {env['compiled']} by Triton "

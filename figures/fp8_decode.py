@@ -20,32 +20,17 @@ from minimodel.verbs import tokenizer, verb_sequence
 
 B, N, HQ, HKV, D = 64, 4096, 32, 8, 128  # the issue's shape: bench/fp8_decode.py's
 BAR_COPY, BAR_SPEEDUP = 0.80, 1.6  # the issue's acceptance
-VERB_CONFIG = MiniGPTConfig(
-    vocab_size=tokenizer().vocab_size,
-    max_seq_len=64,
-    d_model=64,
-    n_heads=4,
-    n_kv_heads=2,
-    n_layers=2,
-)  # tests/test_paged_fp8.py's
+VERB = {"max_seq_len": 64, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "n_layers": 2}
+VERB_CONFIG = MiniGPTConfig(vocab_size=tokenizer().vocab_size, **VERB)  # tests/test_paged_fp8.py's
 
 
 def caches() -> list[dict]:
     """The two caches of one decode step at the issue's shape: bytes, FLOPs."""
     flops = attention_flops(B, HQ, 1, N, D, causal=True)
+    caches = {"16-bit": kv_cache_bytes, "e4m3 + float32 scales": scaled_kv_cache_bytes}
     return [
-        {
-            "name": "16-bit",
-            "token": kv_cache_bytes(1, HKV, D, 1),
-            "step": kv_cache_bytes(1, HKV, D, N, batch=B),
-            "flops": flops,
-        },
-        {
-            "name": "e4m3 + float32 scales",
-            "token": scaled_kv_cache_bytes(1, HKV, D, 1),
-            "step": scaled_kv_cache_bytes(1, HKV, D, N, batch=B),
-            "flops": flops,
-        },
+        {"name": name, "token": f(1, HKV, D, 1), "step": f(1, HKV, D, N, batch=B), "flops": flops}
+        for name, f in caches.items()
     ]
 
 
@@ -55,18 +40,13 @@ def prediction() -> str:
     for c in caches():
         seconds = c["step"] / bandwidth
         base = base or seconds
-        rows.append(
-            [
-                c["name"],
-                f"{c['token']:,}",
-                f"{c['step'] / 2**20:,.0f}",
-                f"{c['flops'] / 1e9:.2f}",
-                f"{c['flops'] / c['step']:.2f}",
-                f"{seconds * 1e6:.1f}",
-                f"{B / seconds / 1e6:.3f}",
-                f"{base / seconds:.2f}",
-            ]
-        )
+        cells = [f"{c['token']:,}", f"{c['step'] / 2**20:,.0f}", f"{c['flops'] / 1e9:.2f}"]
+        cells += [
+            f"{c['flops'] / c['step']:.2f}",
+            f"{seconds * 1e6:.1f}",
+            f"{B / seconds / 1e6:.3f}",
+        ]
+        rows.append([c["name"], *cells, f"{base / seconds:.2f}"])
     header = (
         "cache | bytes per token (one layer) | MiB per step | GFLOP per step | intensity "
         "(FLOP/B) | µs at the copy rate | M tokens/s at the copy rate | vs 16-bit"
@@ -93,11 +73,8 @@ def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     torch.manual_seed(0)
     model = MiniGPT(VERB_CONFIG).double().eval()
     seen = []
-    hooks = [
-        m.register_forward_hook(lambda mod, i, o: seen.append(o))
-        for b in model.blocks
-        for m in (b.attn.wq, b.attn.wkv)
-    ]
+    keep = lambda mod, i, o: seen.append(o)
+    hooks = [m.register_forward_hook(keep) for b in model.blocks for m in (b.attn.wq, b.attn.wkv)]
     with torch.no_grad():
         model(torch.tensor([verb_sequence()]))
     for h in hooks:
@@ -128,19 +105,10 @@ def accuracy() -> str:
             return attention_ref(q[:, :, None], kk, vv)[:, :, 0]
 
         ref = out(k, v)
-        e8, e16 = (
-            out(rounded(k, "e4m3"), rounded(v, "e4m3")) - ref,
-            out(rounded(k, "float16"), rounded(v, "float16")) - ref,
-        )
+        e8, e16 = (out(rounded(k, how), rounded(v, how)) - ref for how in ("e4m3", "float16"))
+        worst = [f"{e.abs().max().item():.2e}" for e in (e8, e16)]
         rows.append(
-            [
-                name,
-                f"{rms(e8):.2e}",
-                f"{rms(e16):.2e}",
-                f"{rms(e8) / rms(e16):.0f}",
-                f"{e8.abs().max().item():.2e}",
-                f"{e16.abs().max().item():.2e}",
-            ]
+            [name, f"{rms(e8):.2e}", f"{rms(e16):.2e}", f"{rms(e8) / rms(e16):.0f}", *worst]
         )
     header = (
         "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS | "
@@ -152,26 +120,16 @@ def accuracy() -> str:
     tokens = torch.tensor([verb_sequence()])
     with torch.no_grad():
         want = model(tokens)[0]
-        logits = {
-            how: model(
-                tokens,
-                attn=lambda q, k, v, how=how, **m: attention_ref(
-                    q, rounded(k, how), rounded(v, how), **m
-                ),
-            )[0]
-            for how in ("float16", "e4m3")
-        }
+        cached = lambda how: (
+            lambda q, k, v, **m: attention_ref(q, rounded(k, how), rounded(v, how), **m)
+        )
+        logits = {how: model(tokens, attn=cached(how))[0] for how in ("float16", "e4m3")}
     rows = []
     for how, got in logits.items():
         same = (got.argmax(-1) == want.argmax(-1)).sum().item()
-        rows.append(
-            [
-                "16-bit" if how == "float16" else "e4m3 + float32 scales",
-                f"{rms(got - want):.2e}",
-                f"{(got - want).abs().max().item():.2e}",
-                f"{same} of {len(want)}",
-            ]
-        )
+        name = "16-bit" if how == "float16" else "e4m3 + float32 scales"
+        error = [f"{rms(got - want):.2e}", f"{(got - want).abs().max().item():.2e}"]
+        rows.append([name, *error, f"{same} of {len(want)}"])
     top2 = want.topk(2, -1).values
     header = "cache | RMS logit error | largest logit error | next token as the float64 pass's"
     logits_table = markdown_table(header, rows)
@@ -201,18 +159,10 @@ def measured(data: dict | None) -> str:
     rows = []
     for r in data["records"]:
         seconds = r["graph_ms"] * 1e-3
-        rows.append(
-            [
-                f"`{r['impl']}`",
-                f"{r['graph_ms'] * 1e3:.1f}",
-                f"{r['kv_bytes'] / 2**20:,.0f}",
-                f"{r['graph_gb_per_s']:,.0f}",
-                f"{r['graph_gb_per_s'] * 1e9 / copy:.0%}",
-                f"{batch / seconds / 1e6:.3f}",
-                f"{base['graph_ms'] / r['graph_ms']:.2f}",
-                f"{r['max_err_vs_float32_drawn']:.1e}",
-            ]
-        )
+        cells = [f"`{r['impl']}`", f"{r['graph_ms'] * 1e3:.1f}", f"{r['kv_bytes'] / 2**20:,.0f}"]
+        cells += [f"{r['graph_gb_per_s']:,.0f}", f"{r['graph_gb_per_s'] * 1e9 / copy:.0%}"]
+        cells += [f"{batch / seconds / 1e6:.3f}", f"{base['graph_ms'] / r['graph_ms']:.2f}"]
+        rows.append([*cells, f"{r['max_err_vs_float32_drawn']:.1e}"])
     fp8 = recs["fp8_paged"]
     frac = fp8["graph_gb_per_s"] * 1e9 / copy
     speedup = base["graph_ms"] / fp8["graph_ms"]
@@ -241,18 +191,13 @@ def roofline(data: dict | None) -> bytes:
         names = {"fp16_paged": "16-bit paged", "fp8_paged": "e4m3 paged"}
         for r in data["records"]:
             if r["impl"] in names:
-                points.append(
-                    RooflinePoint(
-                        f"{names[r['impl']]} (H200)",
-                        data["flops"] / r["kv_bytes"],
-                        data["flops"] / (r["graph_ms"] * 1e-3),
-                    )
+                intensity, rate = (
+                    data["flops"] / r["kv_bytes"],
+                    data["flops"] / (r["graph_ms"] * 1e-3),
                 )
-    return roofline_svg(
-        [h200_measured(), HARDWARE["H200"]],
-        points,
-        title=f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}",
-    )
+                points.append(RooflinePoint(f"{names[r['impl']]} (H200)", intensity, rate))
+    title = f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}"
+    return roofline_svg([h200_measured(), HARDWARE["H200"]], points, title=title)
 
 
 def outputs() -> dict[str, str | bytes]:

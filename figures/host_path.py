@@ -5,6 +5,7 @@ bad call there; and one Triton launch's host cost (data/launch-costs-h200.json, 
 bench.launch_costs)."""
 
 from figures.core import load, markdown_table
+from figures.core import number as cell
 
 
 def shape(case: dict) -> str:
@@ -15,28 +16,17 @@ def shape(case: dict) -> str:
     return f"prefill, N = {case['n']}"
 
 
-def cell(value: float | None, fmt: str = ",.1f") -> str:
-    return "–" if value is None else format(value, fmt)
-
-
 def times(data: dict) -> str:
     rows = []
     for case in data["cases"]:
         ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
         for r in case["records"]:
             host, gpu = r["host_us"], r["gpu_ms"]
-            rows.append(
-                [
-                    shape(case) if r is case["records"][0] else "",
-                    f"`{r['impl']}`",
-                    cell(host),
-                    cell(None if gpu is None else gpu * 1e3),
-                    cell(r["eager_us"]),
-                    cell(None if host is None else host - ref["host_us"], "+,.1f"),
-                    cell(None if gpu is None else gpu / ref["gpu_ms"], ".2f"),
-                    cell(r["eager_us"] / ref["eager_us"], ".2f"),
-                ]
-            )
+            times = [cell(host), cell(None if gpu is None else gpu * 1e3), cell(r["eager_us"])]
+            times.append(cell(None if host is None else host - ref["host_us"], "+,.1f"))
+            times.append(cell(None if gpu is None else gpu / ref["gpu_ms"], ".2f"))
+            times.append(cell(r["eager_us"] / ref["eager_us"], ".2f"))
+            rows.append([shape(case) if r is case["records"][0] else "", f"`{r['impl']}`", *times])
     header = "shape | call | host µs | graph µs | eager µs | host − cuDNN µs | graph ÷ cuDNN"
     return markdown_table(f"{header} | eager ÷ cuDNN", rows)
 
@@ -69,22 +59,21 @@ LAUNCHES = {
 def launch_costs() -> str:
     data = load("launch-costs-h200.json")
     rows = [
-        [label, cell(data["host_us"].get(name)), data["errors"].get(name, "")]
-        for name, label in LAUNCHES.items()
+        [label, cell(data["host_us"].get(n)), data["errors"].get(n, "")]
+        for n, label in LAUNCHES.items()
     ]
     return markdown_table("one launch of `_merge_splits` | host µs | error", rows)
 
 
 def outputs() -> dict[str, str | bytes]:
     data = load("host-path-h200.json")
-    refusals = [
-        [
-            shape(c),
-            ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if ok),
-            ", ".join(f"`{k}`" for k, ok in c["still_refuses"].items() if not ok) or "none",
+    refusals = []
+    for c in data["cases"]:
+        calls = c["still_refuses"]
+        refused = [
+            ", ".join(f"`{k}`" for k, ok in calls.items() if ok is want) for want in (True, False)
         ]
-        for c in data["cases"]
-    ]
+        refusals.append([shape(c), refused[0], refused[1] or "none"])
     header = "shape | refused a bad call, same process | did not"
     return {
         "generated/launch-costs.md": launch_costs(),

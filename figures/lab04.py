@@ -41,15 +41,13 @@ def kv_table(data: dict) -> str:
     rows = []
     for v in data["variants"]:
         kind = {cfg["n_heads"]: "MHA", 1: "MQA"}.get(v["n_kv_heads"], "GQA")
+        keys = ("filled_after_prefill", "after_prefill"), ("filled", "filled")
+        pairs = [(v[a], v[f"formula_{b}"]) for a, b in (*keys, ("allocated", "allocated"))]
         rows.append(
-            [
-                f"`{v['name']}` ({kind}, g = {v['group']})",
-                f"{v['filled'] // n:,} / {v['formula_per_token']:,}",
-                f"{v['filled_after_prefill']:,} / {v['formula_after_prefill']:,}",
-                f"{v['filled']:,} / {v['formula_filled']:,}",
-                f"{v['allocated']:,} / {v['formula_allocated']:,}",
-                f"{base['filled'] / v['filled']:g}×",
-            ]
+            [f"`{v['name']}` ({kind}, g = {v['group']})"]
+            + [f"{v['filled'] // n:,} / {v['formula_per_token']:,}"]
+            + [f"{a:,} / {b:,}" for a, b in pairs]
+            + [f"{base['filled'] / v['filled']:g}×"]
         )
     return markdown_table(
         f"variant | per token | after the prefill ({data['prefill']} tokens) | "
@@ -65,15 +63,9 @@ def extrapolated_table(data: dict) -> str:
     rows = []
     for v in data["variants"]:
         ours = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"], n, elem_bytes=elem)
+        name = f"the lab's MiniGPT, {data['dtype']}"
         rows.append(
-            [
-                f"the lab's MiniGPT, {data['dtype']}",
-                f"`{v['name']}`",
-                size(ours // n),
-                f"{n:,}",
-                size(ours),
-                f"{mha / ours:g}×",
-            ]
+            [name, f"`{v['name']}`", size(ours // n), f"{n:,}", size(ours), f"{mha / ours:g}×"]
         )
     for name, layers, heads, kv_heads, d, context, window in PUBLISHED:
         tokens = context if window is None else min(context, window)
@@ -81,27 +73,17 @@ def extrapolated_table(data: dict) -> str:
         for kv in sorted({heads, kv_heads, 1}, reverse=True):
             per_seq = kv_cache_bytes(layers, kv, d, tokens)
             label = f"`kv{kv}`" + (" (published)" if kv == kv_heads else "")
-            rows.append(
-                [
-                    f"{name}, fp16",
-                    label,
-                    size(per_seq // tokens),
-                    cached,
-                    size(per_seq),
-                    f"{kv_cache_bytes(layers, heads, d, tokens) / per_seq:g}×",
-                ]
-            )
+            smaller = f"{kv_cache_bytes(layers, heads, d, tokens) / per_seq:g}×"
+            sizes = [size(per_seq // tokens), cached, size(per_seq)]
+            rows.append([f"{name}, fp16", label, *sizes, smaller])
     header = "model | variant | per token | tokens cached per sequence | per sequence"
     return markdown_table(f"{header} | smaller than MHA by", rows)
 
 
 def runs(data: dict, variant: str, kind: str, uptrain: int = 0) -> list[dict]:
     """The runs of one variant and kind (every seed)."""
-    return [
-        r
-        for r in data["runs"]
-        if (r["variant"], r["kind"], r["uptrain_steps"]) == (variant, kind, uptrain)
-    ]
+    key = (variant, kind, uptrain)
+    return [r for r in data["runs"] if (r["variant"], r["kind"], r["uptrain_steps"]) == key]
 
 
 def columns(data: dict) -> list[tuple[str, int, str]]:
@@ -156,21 +138,13 @@ def differences(data: dict) -> str:
     """Each variant against the kv8 control of its column, held-out and training loss."""
     rows = []
     for kind, u, label in columns(data):
-        base = (
-            runs(data, "kv8", "scratch")
-            if kind in ("scratch", "converted")
-            else (runs(data, "kv8", kind, u))
-        )
+        base = runs(
+            data, "kv8", "scratch" if kind == "converted" else kind, u
+        )  # u = 0 unless uptrained
         for v in variants(data)[1:]:
             rs = runs(data, v, kind, u)
-            rows.append(
-                [
-                    label,
-                    f"`{v}` − `kv8`",
-                    *compare(rs, base, "heldout_loss"),
-                    *compare(rs, base, "train_loss"),
-                ]
-            )
+            diffs = [*compare(rs, base, "heldout_loss"), *compare(rs, base, "train_loss")]
+            rows.append([label, f"`{v}` − `kv8`", *diffs])
     header = "runs | compared | held-out: difference (nats) | held-out: ranges"
     return markdown_table(f"{header} | training verbs: difference | training verbs: ranges", rows)
 
@@ -182,10 +156,7 @@ def stems_table(data: dict) -> str:
         row = [f"`{v}`"]
         for kind, steps in (("scratch", 0), ("uptrained", u)):
             rs = runs(data, v, kind, steps)
-            row += [
-                cell([r["heldout_stem_loss"] for r in rs]),
-                cell([r["heldout_rest_loss"] for r in rs]),
-            ]
+            row += [cell([r[f"heldout_{m}_loss"] for r in rs]) for m in ("stem", "rest")]
         rows.append(row)
     header = "variant | from scratch: stem characters | from scratch: the others"
     return markdown_table(
@@ -215,22 +186,12 @@ def quality_figure(data: dict, kv: dict) -> bytes:
             lo.append(mean - min(losses))
             hi.append(max(losses) - mean)
         marker, colour = styles[kind]
-        ax.errorbar(
-            xs,
-            ys,
-            yerr=[lo, hi],
-            fmt=marker + "-",
-            color=colour,
-            alpha=shades[u],
-            capsize=3,
-            label=label,
-            linewidth=1,
-        )
+        style = dict(fmt=marker + "-", color=colour, alpha=shades[u], capsize=3, linewidth=1)
+        ax.errorbar(xs, ys, yerr=[lo, hi], label=label, **style)
     ax.set_xscale("log", base=2)
     ticks = sorted(bytes_per_token.values())
-    ax.set_xticks(
-        ticks, [f"{t:,}\n{name}" for t in ticks for name, b in bytes_per_token.items() if b == t]
-    )
+    names = [f"{t:,}\n{name}" for t in ticks for name, b in bytes_per_token.items() if b == t]
+    ax.set_xticks(ticks, names)
     ax.set_xlabel("KV cache bytes per token (measured, float32)")
     ax.set_ylabel("held-out loss, nats per character\n(mean; bars: min to max over seeds)")
     ax.set_title("Fewer kv heads, smaller cache: held-out loss on unseen verbs")
@@ -261,11 +222,12 @@ def decode_rows() -> dict:
     table: dict = {}
     shape = (64, 4096, 32, 128, "float16", None)
     for r in load("bench-paged-decode-h200.json")["decode"]:
+        at = (r["b"], r["ctx"], r["hq"], r["d"], r["dtype"], r["window"]) == shape
         if (
-            r["impl"] in PAGED_IMPLS
+            at
+            and r["impl"] in PAGED_IMPLS
             and r["group"] in ("b64", "heads")
             and r["hkv"] in KV_HEADS
-            and (r["b"], r["ctx"], r["hq"], r["d"], r["dtype"], r["window"]) == shape
         ):
             table.setdefault(r["impl"], {})[r["hkv"]] = r
     for r in load("gqa-decode-h200.json")["decode"]:
@@ -276,27 +238,15 @@ def decode_rows() -> dict:
 def decode_table() -> str:
     table = decode_rows()
     nbytes = {h: kv_cache_bytes(1, h, 128, 4096, batch=64) for h in KV_HEADS}
-    rows = [
-        [
-            "K/V bytes of the cache (the step's compulsory reads)",
-            "",
-            *(size(nbytes[h]) for h in KV_HEADS),
-            f"{nbytes[32] / nbytes[8]:g}×",
-            f"{nbytes[32] / nbytes[1]:g}×",
-        ]
-    ]
+    ratios = [f"{nbytes[32] / nbytes[8]:g}×", f"{nbytes[32] / nbytes[1]:g}×"]
+    rows = [["K/V bytes of the cache (the step's compulsory reads)", ""]]
+    rows[0] += [*(size(nbytes[h]) for h in KV_HEADS), *ratios]
     for impl, name in {**PAGED_IMPLS, **LAB04_IMPLS}.items():
         recs = table.get(impl, {})
         ms = {h: recs[h]["graph_ms"] for h in KV_HEADS}
-        rows.append(
-            [
-                name,
-                "paged" if impl in PAGED_IMPLS else "lab 04",
-                *(f"{ms[h]:.3f} ms · {recs[h]['graph_gb_per_s']:,.0f} GB/s" for h in KV_HEADS),
-                f"{ms[32] / ms[8]:.2f}×",
-                f"{ms[32] / ms[1]:.1f}×",
-            ]
-        )
+        cells = [f"{ms[h]:.3f} ms · {recs[h]['graph_gb_per_s']:,.0f} GB/s" for h in KV_HEADS]
+        ratios = [f"{ms[32] / ms[8]:.2f}×", f"{ms[32] / ms[1]:.1f}×"]
+        rows.append([name, "paged" if impl in PAGED_IMPLS else "lab 04", *cells, *ratios])
     header = "one decode step of attention | data | kv32 (MHA) | kv8 (GQA) | kv1 (MQA)"
     return markdown_table(f"{header} | kv32 / kv8 | kv32 / kv1", rows)
 

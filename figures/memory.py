@@ -20,36 +20,25 @@ KIB, MIB = 1024, 1024**2
 def levels() -> list[tuple[str, float, str, str]]:
     """(level, bytes on the whole chip, what one SM or the chip has, who shares it and how a
     Triton kernel reaches it), nearest the arithmetic first."""
-    sms = H200.sm_count
+    sms, smem, regs = H200.sm_count, H200.smem_per_sm_bytes, REGISTERS_PER_SM_BYTES
     copy = h200_measured().bandwidth
-    return [
-        (
-            "registers",
-            sms * REGISTERS_PER_SM_BYTES,
-            f"{REGISTERS_PER_SM_BYTES // KIB} KiB per SM × {sms}",
-            "one thread's own; every block a kernel computes on (acc, m_i, l_i)",
+    hbm = f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
+    sizes = {
+        "registers": (sms * regs, f"{regs // KIB} KiB per SM × {sms}"),
+        "shared memory": (
+            sms * smem,
+            f"up to {smem // KIB} KiB per SM × {sms} (its L1 the rest of 256 KiB)",
         ),
-        (
-            "shared memory",
-            sms * H200.smem_per_sm_bytes,
-            f"up to {H200.smem_per_sm_bytes // KIB} KiB per SM × {sms}"
-            " (its L1 the rest of 256 KiB)",
-            "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles",
-        ),
-        (
-            "L2 cache",
-            H200.l2_bytes,
-            f"{H200.l2_bytes // MIB} MiB for the chip",
-            "every SM; every load and store of device memory passes through it",
-        ),
-        (
-            "HBM (device memory)",
-            HBM_BYTES,
-            f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
-            f"{copy / 1e12:.2f} TB/s measured copy",
-            "every program; each tl.load / tl.store / TMA copy",
-        ),
+        "L2 cache": (H200.l2_bytes, f"{H200.l2_bytes // MIB} MiB for the chip"),
+        "HBM (device memory)": (HBM_BYTES, hbm + f"{copy / 1e12:.2f} TB/s measured copy"),
+    }
+    who = [
+        "one thread's own; every block a kernel computes on (acc, m_i, l_i)",
+        "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles",
+        "every SM; every load and store of device memory passes through it",
+        "every program; each tl.load / tl.store / TMA copy",
     ]
+    return [(name, *size, text) for (name, size), text in zip(sizes.items(), who, strict=True)]
 
 
 def figure() -> bytes:

@@ -53,34 +53,18 @@ def figure() -> bytes:
     ax_m.plot(*zip(*shown, strict=True), "o", color="0.55", markersize=4, label=r"logit $x_j$")
     ax_m.step(idx, [s.m for s in states], where="post", color="C0", label=r"running max $m^{(j)}$")
     low = min(x for _, x in shown) - 0.8
-    ax_m.plot(
-        [MASKED],
-        [low],
-        "x",
-        color="C3",
-        markersize=7,
-        label=r"masked, $x_j = -\infty$ (state unchanged)",
-    )
+    masked = r"masked, $x_j = -\infty$ (state unchanged)"
+    ax_m.plot([MASKED], [low], "x", color="C3", markersize=7, label=masked)
     ax_m.set_ylabel("logit")
     ax_m.legend(fontsize=8, loc="upper left")
     ax_m.set_title(f"Online softmax over a stream of {N} logits (seed {SEED})", fontsize=10)
 
     # Panel 2: the running sum l^(j), kept relative to m^(j), and the same sum relative to m^(N).
+    running = r"running sum $l^{(j)} = \sum_{j' \leq j} e^{x_{j'} - m^{(j)}}$"
+    ax_l.plot(idx, [s.l for s in states], "o-", color="C1", markersize=3.5, label=running)
+    final_sum = r"the same prefix sum relative to the final max, $l^{(j)}\, e^{m^{(j)} - m^{(N)}}$"
     ax_l.plot(
-        idx,
-        [s.l for s in states],
-        "o-",
-        color="C1",
-        markersize=3.5,
-        label=r"running sum $l^{(j)} = \sum_{j' \leq j} e^{x_{j'} - m^{(j)}}$",
-    )
-    ax_l.plot(
-        idx,
-        [s.l * math.exp(s.m - final.m) for s in states],
-        "--",
-        color="C2",
-        label=r"the same prefix sum relative to the final max, "
-        r"$l^{(j)}\, e^{m^{(j)} - m^{(N)}}$",
+        idx, [s.l * math.exp(s.m - final.m) for s in states], "--", color="C2", label=final_sum
     )
     rescaled = r"a new maximum: $l$ is rescaled by $\alpha^{(j)} < 1$"
     for k, j in enumerate(moved[1:]):
@@ -90,15 +74,8 @@ def figure() -> bytes:
 
     # Panel 3: the rescale factor applied to l (and to acc) at each step.
     ax_a.vlines(idx, 0.0, alphas, color="C0", linewidth=2)
-    ax_a.plot(
-        idx,
-        alphas,
-        "o",
-        color="C0",
-        markersize=3.5,
-        label=r"$\alpha^{(j)} = e^{m^{(j-1)} - m^{(j)}}$: 1 unless the max moves; "
-        r"0 at $j = 1$",
-    )
+    alpha = r"$\alpha^{(j)} = e^{m^{(j-1)} - m^{(j)}}$: 1 unless the max moves; 0 at $j = 1$"
+    ax_a.plot(idx, alphas, "o", color="C0", markersize=3.5, label=alpha)
     ax_a.set_ylim(-0.05, 1.45)
     ax_a.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
     ax_a.set_ylabel(r"$\alpha^{(j)}$")

@@ -7,13 +7,9 @@ its CUDA-graph time), from data/roofline-overlay-h200.json (bench.overlay)."""
 
 import sys
 
-import matplotlib.pyplot as plt
-from matplotlib.lines import Line2D
-
 from bench.bytes import CASES
 from figures.bytes import dram_bytes, flops, model
-from figures.core import check_labels, h200_measured, load, markdown_table, svg
-from minimodel.roofline_plot import ROOF_COLORS, _place_labels
+from figures.core import h200_measured, legend_entry, load, markdown_table, measured_roofline
 
 ANCHORS = (64, 2048)
 OVERLAY_IMPLS = ("naive", "flash", "decode", "paged")  # SDPA's FA2 is on Lab 01's table only
@@ -35,20 +31,12 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
             continue
         f = flops(case)
         i_model = f / sum(k["read"] + k["write"] for k in model(case, entry["params"]).values())
-        out.append(
-            {
-                "case": case,
-                "label": f"{LABEL[case.impl]} {case.heads}",
-                "flops": f,
-                "i_model": i_model,
-                "rate_model": roof.attainable(i_model, head_dim=case.d),
-                "i_meas": f / dram_bytes(entry["all"]),
-                "rate_meas": f / entry["device_s"],
-                "call_rate": f / entry["call_s"],
-                "device_s": entry["device_s"],
-                "call_s": entry["call_s"],
-            }
-        )
+        rate_model = roof.attainable(i_model, head_dim=case.d)
+        point = {"case": case, "label": f"{LABEL[case.impl]} {case.heads}", "flops": f}
+        point |= {"i_model": i_model, "rate_model": rate_model}
+        point["i_meas"] = f / dram_bytes(entry["all"])
+        point |= {"rate_meas": f / entry["device_s"], "call_rate": f / entry["call_s"]}
+        out.append(point | {"device_s": entry["device_s"], "call_s": entry["call_s"]})
     return out, missing
 
 
@@ -58,13 +46,8 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
     say which is which."""
     groups: list[list[tuple]] = []
     for x, y, p in marks:
-        near = (
-            g
-            for g in groups
-            if g[0][2]["case"].phase == p["case"].phase
-            and abs(x / g[0][0] - 1) < 0.03
-            and abs(y / g[0][1] - 1) < 0.03
-        )
+        close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < 0.03 and abs(y / g[0][1] - 1) < 0.03
+        near = (g for g in groups if g[0][2]["case"].phase == p["case"].phase and close(g))
         if (g := next(near, None)) is not None:
             g.append((x, y, p))
         else:
@@ -85,94 +68,48 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
 
 def figure(pts: list[dict], anchor: int) -> bytes:
     roof, d = h200_measured(), 64
-    xs_all = [p["i_model"] for p in pts] + [p["i_meas"] for p in pts] + [roof.ridge]
-    lo, hi = min(xs_all) / 3, max(xs_all) * 3
-    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
-    fig, ax = plt.subplots(figsize=(9, 7))
-    color = ROOF_COLORS[True][0]
-    ax.plot(xs, [roof.attainable(x) / 1e12 for x in xs], color=color)
     exp = roof.attention_roof(d)
-    flat = [x for x in xs if x * roof.bandwidth >= exp]
-    ax.plot(flat, [exp / 1e12] * len(flat), "--", color=color, lw=1.2)
-    for p in pts:
-        c, m = COLOR[p["case"].impl], MARKER[p["case"].phase]
-        size = 4 if p["case"].impl == "paged" else 6  # paged over contiguous: both visible
-        model_xy, meas_xy = (
-            (p["i_model"], p["rate_model"] / 1e12),
-            (p["i_meas"], p["rate_meas"] / 1e12),
-        )
-        ax.plot(*zip(model_xy, meas_xy, strict=True), "-", color=c, lw=0.8, alpha=0.6)
-        ax.plot(*model_xy, m, markerfacecolor="white", markeredgecolor=c, markersize=size)
-        ax.plot(*meas_xy, m, color=c, markersize=size)
-    rates = [p[k] / 1e12 for p in pts for k in ("rate_model", "rate_meas")]
+
+    def draw(ax):
+        for p in pts:
+            c, m = COLOR[p["case"].impl], MARKER[p["case"].phase]
+            size = 4 if p["case"].impl == "paged" else 6  # paged over contiguous: both visible
+            model_xy = (p["i_model"], p["rate_model"] / 1e12)
+            meas_xy = (p["i_meas"], p["rate_meas"] / 1e12)
+            ax.plot(*zip(model_xy, meas_xy, strict=True), "-", color=c, lw=0.8, alpha=0.6)
+            ax.plot(*model_xy, m, markerfacecolor="white", markeredgecolor=c, markersize=size)
+            ax.plot(*meas_xy, m, color=c, markersize=size)
+        rates = [p[k] / 1e12 for p in pts for k in ("rate_model", "rate_meas")]
+        return rates, merge_coincident([(p["i_meas"], p["rate_meas"] / 1e12, p) for p in pts])
+
     minigpt = " (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""
-    ax.set(
-        xscale="log",
-        yscale="log",
-        xlim=(lo, hi),
-        ylim=(min(rates) / 4, roof.peak_flops / 1e12 * 2.5),
-        xlabel="arithmetic intensity (FLOP/byte)",
-        ylabel="TFLOP/s",
-        title=f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}",
-    )
-    ax.grid(True, which="both", alpha=0.3)
-    key = lambda **kw: Line2D([], [], **kw)  # a legend entry
-    handles = [
-        key(
-            color=color,
-            label=f"{roof.name}: {roof.peak_flops / 1e12:.0f} TFLOP/s, "
-            f"{roof.bandwidth / 1e12:.2f} TB/s",
-        ),
-        key(color=color, ls="--", label=f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s"),
-        key(ls="", marker="o", color="0.3", label="prefill"),
-        key(ls="", marker="s", color="0.3", label="decode (B = 64)"),
-        key(
-            ls="",
-            marker="o",
-            markerfacecolor="white",
-            markeredgecolor="0.3",
-            label="model: roofline.py bytes, attainable rate",
-        ),
-        key(ls="", marker="o", color="0.3", label="measured: ncu DRAM bytes, CUDA-graph time"),
-        *(
-            key(color=COLOR[k], label=LABEL[k] + (" (ours)" if k != "naive" else ""))
-            for k in OVERLAY_IMPLS
-        ),
-    ]
-    ax.legend(
-        handles=handles,
-        fontsize=7.5,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.1),
-        ncol=3,
-        frameon=False,
-    )
-    fig.tight_layout()
-    labels = merge_coincident([(p["i_meas"], p["rate_meas"] / 1e12, p) for p in pts])
-    boxes = _place_labels(ax, [(x, y) for x, y, _ in labels], [label for _, _, label in labels])
-    check_labels(boxes, f"overlay N = {anchor}")
-    return svg(fig)
+    title = f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}"
+    marks = [("o", "prefill"), ("s", "decode (B = 64)")]
+    handles = [legend_entry(ls="", marker=m, color="0.3", label=text) for m, text in marks]
+    model_text = "model: roofline.py bytes, attainable rate"
+    hollow = {"markerfacecolor": "white", "markeredgecolor": "0.3"}
+    handles.append(legend_entry(ls="", marker="o", **hollow, label=model_text))
+    meas_text = "measured: ncu DRAM bytes, CUDA-graph time"
+    handles.append(legend_entry(ls="", marker="o", color="0.3", label=meas_text))
+    ours = {k: LABEL[k] + (" (ours)" if k != "naive" else "") for k in OVERLAY_IMPLS}
+    handles += [legend_entry(color=COLOR[k], label=text) for k, text in ours.items()]
+    flat = [("--", exp, f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s")]
+    intensities = [p["i_model"] for p in pts] + [p["i_meas"] for p in pts]
+    style = {"figsize": (9, 7), "title": title, "handles": handles, "ncol": 3}
+    return measured_roofline(roof, flat, intensities, draw, name=f"overlay N = {anchor}", **style)
 
 
 def table(pts: list[dict]) -> str:
     """I in FLOP/byte, rates in TFLOP/s; "of roof": the measured rate over the roof above the
     measured point; times per call, on the device (graph replay) and from Python."""
     roof = h200_measured()
-    body = [
-        [
-            LABEL[p["case"].impl],
-            p["case"].heads,
-            p["case"].phase,
-            f"{p['i_model']:,.1f}",
-            f"{p['rate_model'] / 1e12:,.1f}",
-            f"{p['i_meas']:,.1f}",
-            f"{p['rate_meas'] / 1e12:,.2f}",
-            f"{p['rate_meas'] / roof.attainable(p['i_meas'], head_dim=p['case'].d):.0%}",
-            f"{p['device_s'] * 1e6:,.1f}",
-            f"{p['call_s'] * 1e6:,.1f}",
-        ]
-        for p in pts
-    ]
+    body = []
+    for p in pts:
+        c, of_roof = p["case"], p["rate_meas"] / roof.attainable(p["i_meas"], head_dim=p["case"].d)
+        cells = [f"{p['i_model']:,.1f}", f"{p['rate_model'] / 1e12:,.1f}", f"{p['i_meas']:,.1f}"]
+        cells += [f"{p['rate_meas'] / 1e12:,.2f}", f"{of_roof:.0%}"]
+        times = [f"{p['device_s'] * 1e6:,.1f}", f"{p['call_s'] * 1e6:,.1f}"]
+        body.append([LABEL[c.impl], c.heads, c.phase, *cells, *times])
     header = "kernel | heads | phase | I model | roof | I meas. | TFLOP/s meas. | of roof"
     return markdown_table(f"{header} | device µs | call µs", body)
 

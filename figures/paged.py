@@ -18,19 +18,13 @@ def window_table() -> str:
     for n in (4096, 16384, 65536):
         shape = (1, H, n, n, D)
         flops = [attention_flops(*shape, causal=True, window=w) for w in (None, W)]
+        tiles = {"causal": True, "block_m": 128, "block_n": 64}
         nbytes = [
-            flash_attention_bytes(1, H, *shape[1:], causal=True, window=w, block_m=128, block_n=64)
-            / 2**20
-            for w in (None, W)
+            flash_attention_bytes(1, H, *shape[1:], window=w, **tiles) / 2**20 for w in (None, W)
         ]
+        cells = [*(f"{f / 1e9:,.0f}" for f in flops), f"{flops[1] / flops[0]:.2f}"]
         rows.append(
-            [
-                f"{n:,}",
-                *(f"{f / 1e9:,.0f}" for f in flops),
-                f"{flops[1] / flops[0]:.2f}",
-                *(f"{b:,.0f}" for b in nbytes),
-                f"{nbytes[1] / nbytes[0]:.2f}",
-            ]
+            [f"{n:,}", *cells, *(f"{b:,.0f}" for b in nbytes), f"{nbytes[1] / nbytes[0]:.2f}"]
         )
     header = f"N | causal GFLOP | window W={W:,} GFLOP | FLOP ratio | causal MiB (no reuse)"
     return markdown_table(f"{header} | window MiB (no reuse) | byte ratio", rows)
@@ -45,15 +39,8 @@ def reservation_table() -> str:
     for name, slots in layouts:
         nbytes = kv_cache_bytes(LAYERS, KV_HEADS, D, slots)
         per_seq = nbytes / len(LENGTHS)
-        rows.append(
-            [
-                name,
-                f"{slots:,}",
-                f"{nbytes / GIB:.2f}",
-                f"{used / slots:.1%}",
-                f"{int(40 * GIB // per_seq):,}",
-            ]
-        )
+        fit = f"{int(40 * GIB // per_seq):,}"
+        rows.append([name, f"{slots:,}", f"{nbytes / GIB:.2f}", f"{used / slots:.1%}", fit])
     header = "layout | token slots reserved | GiB | slots in use | sequences of this mix in 40 GiB"
     return markdown_table(header, rows)
 

@@ -2,11 +2,13 @@
 bench.paged_decode on the H200) and its tile sweep; the page's sentences about them are tests
 over the data (tests/test_data_claims.py, test_paged_decode_*)."""
 
+import functools
+
 import matplotlib
 import matplotlib.pyplot as plt
 
 from figures.core import load as load_data
-from figures.core import markdown_table, svg
+from figures.core import markdown_table, number, svg
 
 DECODE = {  # implementation: its column
     "paged_bs16": "ours, paged (b=16)",
@@ -16,6 +18,7 @@ DECODE = {  # implementation: its column
     "sdpa_flash": "SDPA FA2",
     "flash_attention": "Lab 02 flash_attention",
 }
+fmt = functools.partial(number, fmt=",.0f")  # GB/s and TFLOP/s cells
 FIELDS = ("group", "b", "ctx", "hkv", "d", "window", "dtype", "impl")
 
 
@@ -42,17 +45,12 @@ def rate(rec: dict | None, mode: str = "graph") -> float | None:
     return None if rec is None else rec.get("graph_gb_per_s" if mode == "graph" else "gb_per_s")
 
 
-def fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:,.0f}"
-
-
 def case_name(r: dict) -> str:
     heads = {32: "MHA", 8: "GQA", 1: "MQA"}[r["hkv"]] if r["hq"] == 32 else f"Hq={r['hq']}"
     ctx = "1..8,192 (mixed)" if r["group"] == "mixed" else f"{r['ctx']:,}"
     extra = [heads] + ([f"W={r['window']:,}"] if r["window"] else [])
-    extra += ([] if r["d"] == 128 else [f"d={r['d']}"]) + (
-        [] if r["dtype"] == "float16" else [r["dtype"]]
-    )
+    extra += [f"d={r['d']}"] if r["d"] != 128 else []
+    extra += [r["dtype"]] if r["dtype"] != "float16" else []
     return f"B={r['b']}, ctx {ctx}, " + ", ".join(extra)
 
 
@@ -60,27 +58,18 @@ def decode_table(data: dict, mode: str) -> str:
     copy, idx, rows = copy_rate(data) / 1e9, index(data["decode"]), []
     for case in dict.fromkeys(k[:-1] for k in idx):  # the shapes, in the order measured
         ours = idx[(*case, "paged_bs16")]
-        rows.append(
-            [
-                case_name(ours),
-                f"{ours['kv_bytes'] / 1e6:,.0f}",
-                *(fmt(rate(idx.get((*case, i)), mode)) for i in DECODE),
-                f"{rate(ours, mode) / copy:.0%}",
-            ]
-        )
+        rates = [fmt(rate(idx.get((*case, i)), mode)) for i in DECODE]
+        share = f"{rate(ours, mode) / copy:.0%}"
+        rows.append([case_name(ours), f"{ours['kv_bytes'] / 1e6:,.0f}", *rates, share])
     header = ["shape (Hq=32 unless said, d=128, fp16)", "K/V MB", *DECODE.values()]
     return markdown_table([*header, "ours b=16 ÷ copy"], rows)
 
 
+FA2_BAR = ("paged_bs16", "sdpa_flash")
 BARS = [  # the issue's three bars, through the block table (b=16): (name, ours, theirs, share)
     ("B=64, ctx 4,096: ≥ 80% of copy", key("b64", 64, 4096, "paged_bs16"), None, 0.80),
     ("B=1, ctx 131,072: ≥ 70% of copy", key("b1", 1, 131072, "paged_bs16"), None, 0.70),
-    (
-        "B=1, ctx 32,768: faster than SDPA FA2",
-        key("b1", 1, 32768, "paged_bs16"),
-        key("b1", 1, 32768, "sdpa_flash"),
-        None,
-    ),
+    ("B=1, ctx 32,768: faster than SDPA FA2", *(key("b1", 1, 32768, i) for i in FA2_BAR), None),
 ]
 
 
@@ -95,10 +84,8 @@ def acceptance(data: dict) -> tuple[str, dict]:
                 ok, cell = ours >= share * copy, f"{ours:,.0f} GB/s = {ours / copy:.0%} of copy"
             else:
                 theirs = rate(idx[theirs_key], mode)
-                ok, cell = (
-                    ours > theirs,
-                    f"{ours:,.0f} vs {theirs:,.0f} GB/s ({ours / theirs:.2f}x)",
-                )
+                cell = f"{ours:,.0f} vs {theirs:,.0f} GB/s ({ours / theirs:.2f}x)"
+                ok = ours > theirs
             cells += [cell, "yes" if ok else "**no**"]
             met[(name, mode)] = ok
         rows.append(cells)
@@ -107,19 +94,12 @@ def acceptance(data: dict) -> tuple[str, dict]:
 
 def splits_table(data: dict) -> str:
     rows = [
-        [
-            f"B={r['b']}, ctx {r['ctx']:,}",
-            r["splits"] * r["b"] * r["hkv"],
-            r["splits"],
-            "chosen" if r["chosen"] else "",
-            fmt(r.get("graph_gb_per_s")),
-            fmt(r.get("gb_per_s")),
-        ]
+        [f"B={r['b']}, ctx {r['ctx']:,}", r["splits"] * r["b"] * r["hkv"], r["splits"]]
+        + ["chosen" if r["chosen"] else "", fmt(r.get("graph_gb_per_s")), fmt(r.get("gb_per_s"))]
         for r in data["splits"]
     ]
-    return markdown_table(
-        "shape (GQA 32/8, b=16) | programs | splits |  | GB/s, graph | GB/s, eager", rows
-    )
+    header = "shape (GQA 32/8, b=16) | programs | splits |  | GB/s, graph | GB/s, eager"
+    return markdown_table(header, rows)
 
 
 WINDOW_CASES = (
@@ -133,12 +113,8 @@ def window_table(data: dict) -> str:
     """W=4096 at 32k against the full 32k and against a 4k context, B=16: time follows W."""
     idx = index(data["decode"])
     rows = [
-        [
-            label,
-            f"{idx[k]['kv_bytes'] / 1e6:,.0f}",
-            f"{idx[k]['graph_ms'] * 1e3:,.0f}",
-            fmt(rate(idx[k])),
-        ]
+        [label, f"{idx[k]['kv_bytes'] / 1e6:,.0f}", f"{idx[k]['graph_ms'] * 1e3:,.0f}"]
+        + [fmt(rate(idx[k]))]
         for label, k in WINDOW_CASES
     ]
     return markdown_table("B=16, GQA 32/8, blocks of 64 | K/V MB read | µs (graph) | GB/s", rows)
@@ -163,19 +139,15 @@ def sweep_tables() -> tuple[str, str]:
     """The tile sweep (first GPU run, eager timing): decode (BLOCK_N, warps, stages) per shape,
     prefill (BLOCK_M, BLOCK_N, warps, stages), GB/s and TFLOP/s."""
     recs = load_data("paged-tile-sweep-h200.json")["records"]
+    by = {}  # (config, b, ctx, impl) -> the first such record
+    for r in recs:
+        by.setdefault((tuple(r["config"]), r["b"], r["ctx"], r["impl"]), r)
     rows = []
     for cfg in dict.fromkeys(tuple(r["config"]) for r in recs if "gb_per_s" in r):
         cells = [", ".join(map(str, cfg))]
         for b, ctx in ((64, 4096), (1, 131072)):
             for impl in ("paged_bs16", "contiguous"):
-                rec = next(
-                    (
-                        r
-                        for r in recs
-                        if (tuple(r["config"]), r["b"], r["ctx"], r["impl"]) == (cfg, b, ctx, impl)
-                    ),
-                    None,
-                )
+                rec = by.get((cfg, b, ctx, impl))
                 cells.append(fmt(rec and rec.get("gb_per_s")))
         rows.append(cells)
     header = "BLOCK_N, warps, stages | B=64, 4k: paged b=16 | contiguous | B=1, 128k: paged b=16"
@@ -195,30 +167,15 @@ def figure(data: dict) -> bytes:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.4), sharey=True)
     for ax, (group, b) in zip(axes, (("b1", 1), ("b64", 64)), strict=True):
         ctxs = sorted({r["ctx"] for r in data["decode"] if r["group"] == group})
-        for impl, style in (
-            ("paged_bs16", "o-"),
-            ("contiguous", "s--"),
-            ("sdpa_cudnn", "^-"),
-            ("sdpa_flash", "v-"),
-            ("flash_attention", "x:"),
-        ):
+        styles = {"paged_bs16": "o-", "contiguous": "s--", "sdpa_cudnn": "^-"}
+        for impl, style in (styles | {"sdpa_flash": "v-", "flash_attention": "x:"}).items():
             ys = [rate(idx.get(key(group, b, c, impl))) for c in ctxs]
-            ax.plot(
-                ctxs, ys, style, label=DECODE[impl], linewidth=2.5 if impl == "paged_bs16" else 1.2
-            )
-        ax.axhline(
-            copy,
-            color="grey",
-            linestyle="--",
-            linewidth=1,
-            label=f"device copy, same run ({copy:,.0f} GB/s)",
-        )
-        ax.set(
-            xscale="log",
-            title=f"B = {b}, GQA 32/8, d = 128, fp16",
-            ylim=(0, copy * 1.12),
-            xlabel="context length (keys per sequence)",
-        )
+            width = 2.5 if impl == "paged_bs16" else 1.2
+            ax.plot(ctxs, ys, style, label=DECODE[impl], linewidth=width)
+        label = f"device copy, same run ({copy:,.0f} GB/s)"
+        ax.axhline(copy, color="grey", linestyle="--", linewidth=1, label=label)
+        ax.set(xscale="log", title=f"B = {b}, GQA 32/8, d = 128, fp16", ylim=(0, copy * 1.12))
+        ax.set(xlabel="context length (keys per sequence)")
         ax.set_xticks(ctxs, [f"{c // 1024}k" if c >= 1024 else str(c) for c in ctxs])
         ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.grid(True, alpha=0.3)

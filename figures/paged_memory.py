@@ -21,14 +21,9 @@ def layout_name(run: dict) -> str:
 
 def setup_table(data: dict) -> str:
     rows = [
-        [
-            w["name"],
-            w["description"],
-            f"{w['mean_prompt']:.0f} / {w['max_prompt']:,}",
-            f"{w['mean_output']:.0f} / {w['max_output']:,}",
-            f"{w['max_len']:,}",
-            f"{w['budget_slots']:,}",
-        ]
+        [w["name"], w["description"]]
+        + [f"{w[f'mean_{x}']:.0f} / {w[f'max_{x}']:,}" for x in ("prompt", "output")]
+        + [f"{w['max_len']:,}", f"{w['budget_slots']:,}"]
         for w in data["workloads"]
     ]
     env = data["environment"]
@@ -47,19 +42,10 @@ def results_table(data: dict) -> str:
     for w in data["workloads"]:
         for r in w["runs"]:
             computed, cached = r["prefill_tokens_computed"], r["prefill_tokens_cached"]
-            rows.append(
-                [
-                    w["name"],
-                    layout_name(r),
-                    f"{r['token_states_of_reserved']:.1%}",
-                    f"{r['token_states_of_budget']:.1%}",
-                    f"{r['mean_running']:.1f}",
-                    f"{r['max_running']}",
-                    f"{r['preemptions']:,}",
-                    f"{cached / (cached + computed):.0%}",
-                    f"{r['steps']:,}",
-                ]
-            )
+            shares = [f"{r[f'token_states_of_{x}']:.1%}" for x in ("reserved", "budget")]
+            running = [f"{r['mean_running']:.1f}", f"{r['max_running']}", f"{r['preemptions']:,}"]
+            cache = f"{cached / (cached + computed):.0%}"
+            rows.append([w["name"], layout_name(r), *shares, *running, cache, f"{r['steps']:,}"])
     header = "workload | layout | token states / reserved | token states / budget"
     header += " | running at once (mean) | (max) | preemptions | prefill from cache | steps"
     note = (
@@ -71,11 +57,8 @@ def results_table(data: dict) -> str:
 
 
 def pick(w: dict, layout: str, b: int | None = None, sharing: bool = False) -> dict:
-    return next(
-        r
-        for r in w["runs"]
-        if (r["layout"], r["block_size"], r["prefix_sharing"]) == (layout, b, sharing)
-    )
+    key = (layout, b, sharing)
+    return next(r for r in w["runs"] if (r["layout"], r["block_size"], r["prefix_sharing"]) == key)
 
 
 def summary(data: dict) -> str:
@@ -84,26 +67,12 @@ def summary(data: dict) -> str:
     for w in data["workloads"]:
         c, p = pick(w, "contiguous"), pick(w, "paged", PAPER_DEFAULT_BLOCK)
         s = pick(w, "paged", PAPER_DEFAULT_BLOCK, True)
-        rows.append(
-            [
-                w["name"],
-                f"{c['token_states_of_budget']:.1%}",
-                f"{p['token_states_of_budget']:.1%}",
-                f"{1 - p['token_states_of_reserved']:.1%}",
-                f"{p['mean_running'] / c['mean_running']:.1f}x",
-                f"{s['mean_running'] / c['mean_running']:.1f}x",
-            ]
-        )
-    rows.append(
-        [
-            "PagedAttention paper (Fig. 2)",
-            f"{PAPER_EXISTING[0]:.1%} to {PAPER_EXISTING[1]:.1%} (Orca)",
-            f"{PAPER_VLLM:.1%} (vLLM)",
-            f"{1 - PAPER_VLLM:.1%} (under 4%)",
-            "",
-            "",
-        ]
-    )
+        shares = [f"{c['token_states_of_budget']:.1%}", f"{p['token_states_of_budget']:.1%}"]
+        more = [f"{x['mean_running'] / c['mean_running']:.1f}x" for x in (p, s)]
+        rows.append([w["name"], *shares, f"{1 - p['token_states_of_reserved']:.1%}", *more])
+    orca = f"{PAPER_EXISTING[0]:.1%} to {PAPER_EXISTING[1]:.1%} (Orca)"
+    vllm = [f"{PAPER_VLLM:.1%} (vLLM)", f"{1 - PAPER_VLLM:.1%} (under 4%)"]
+    rows.append(["PagedAttention paper (Fig. 2)", orca, *vllm, "", ""])
     b = f"paged b = {PAPER_DEFAULT_BLOCK}"
     header = (
         f" | contiguous: token states / budget | {b}: token states / budget | {b}: waste "
@@ -130,17 +99,13 @@ def figure(data: dict) -> bytes:
         c = pick(w, "contiguous")
         for ax, y in ((ax_use, 100 * c["token_states_of_reserved"]), (ax_run, c["mean_running"])):
             ax.axhline(y, color=colour, linestyle=":", label=f"{w['name']}, contiguous")
-    ax_use.axhspan(
-        100 * PAPER_EXISTING[0],
-        100 * PAPER_EXISTING[1],
-        color="0.85",
-        zorder=0,
-        label="paper: existing systems (of budget)",
-    )
-    for ax, ylabel in (
-        (ax_use, "token states / reserved KV memory (%)"),
-        (ax_run, "requests running at once (mean, server full)"),
-    ):
+    span = [100 * x for x in PAPER_EXISTING]
+    ax_use.axhspan(*span, color="0.85", zorder=0, label="paper: existing systems (of budget)")
+    ylabels = [
+        "token states / reserved KV memory (%)",
+        "requests running at once (mean, server full)",
+    ]
+    for ax, ylabel in zip((ax_use, ax_run), ylabels, strict=True):
         ax.set_xscale("log", base=2)
         ax.set_xticks(data["block_sizes"], [str(b) for b in data["block_sizes"]])
         ax.set_xlabel("block size b (token slots)")
@@ -158,20 +123,11 @@ def figure(data: dict) -> bytes:
 def ops_table(data: dict) -> str:
     rows = []
     for caching in (False, True):
-        for r in sorted(
-            (r for r in data["results"] if r["prefix_caching"] == caching), key=lambda r: r["live"]
-        ):
-            alloc, append = r["allocate_ns"], r["append_slot_ns"]
-            rows.append(
-                [
-                    f"{r['live']:,}",
-                    "on" if caching else "off",
-                    f"{alloc / 1e3:.2f}",
-                    f"{1e9 / alloc:,.0f}",
-                    f"{append / 1e3:.2f}",
-                    f"{1e9 / append:,.0f}",
-                ]
-            )
+        results = [r for r in data["results"] if r["prefix_caching"] == caching]
+        for r in sorted(results, key=lambda r: r["live"]):
+            ns = (r["allocate_ns"], r["append_slot_ns"])
+            times = [cell for t in ns for cell in (f"{t / 1e3:.2f}", f"{1e9 / t:,.0f}")]
+            rows.append([f"{r['live']:,}", "on" if caching else "off", *times])
     header = "live sequences | prefix caching | allocate (µs) | allocate per s | append_slot (µs)"
     return markdown_table(f"{header} | append_slot per s", rows)
 

@@ -66,11 +66,12 @@ def _check(events) -> None:
     tc = sorted((s, e) for row, _, s, e, _ in events if row == "tensor cores")
     assert all(a[1] <= b[0] for a, b in zip(tc, tc[1:], strict=False)), "products overlap"
     for wg in ("WG0", "WG1"):
-        pv = {
-            lab.split()[0][2:]: (s, e)
-            for row, k, s, e, lab in events
-            if row == "tensor cores" and k == "PV" and lab.endswith(f"({wg})")
-        }
+        pvs = [
+            e
+            for e in events
+            if e[0] == "tensor cores" and e[1] == "PV" and e[4].endswith(f"({wg})")
+        ]
+        pv = {lab.split()[0][2:]: (s, e) for _, _, s, e, lab in pvs}
         sm = {
             lab.split()[1][1:]: (s, e)
             for row, k, s, e, lab in events
@@ -93,15 +94,9 @@ def figure() -> bytes:
             continue
         ax.barh(y[row], e - s, left=s, height=0.6, color=COLORS[kind], edgecolor="white", lw=0.8)
         if label:
-            ax.text(
-                (s + e) / 2,
-                y[row],
-                label.replace(" (", "\n("),
-                ha="center",
-                va="center",
-                fontsize=6.5,
-                color="white" if kind != "softmax" else "black",
-            )
+            ink = "white" if kind != "softmax" else "black"
+            text = label.replace(" (", "\n(")
+            ax.text((s + e) / 2, y[row], text, ha="center", va="center", fontsize=6.5, color=ink)
     ax.set_yticks(
         [y[r] for r in rows], ["consumer WG0", "consumer WG1", "tensor cores"], fontsize=8
     )
@@ -109,29 +104,14 @@ def figure() -> bytes:
     ax.set(xlim=(0, end + 0.1), xlabel="time (schedule units: one product = 1; not measured)")
     ax.xaxis.label.set_fontsize(8)
     ax.tick_params(axis="x", labelsize=7)
-    ax.set_title(
-        "Schedule diagram, not a measurement: ping-pong between two consumer "
-        "warpgroups, softmax of S_(t+1) overlapping P~_t V_t",
-        fontsize=9,
-    )
-    handles = [
-        Patch(facecolor=COLORS[k], label=lab)
-        for k, lab in (
-            ("S", "S_(t+1) = Q K_(t+1)^T"),
-            ("PV", "acc += P~_t V_t"),
-            ("softmax", "softmax of S_(t+1)"),
-            ("rescale", "wait for P~V, rescale acc"),
-        )
-    ]
+    title = "Schedule diagram, not a measurement: ping-pong between two consumer warpgroups, "
+    ax.set_title(title + "softmax of S_(t+1) overlapping P~_t V_t", fontsize=9)
+    keys = {"S": "S_(t+1) = Q K_(t+1)^T", "PV": "acc += P~_t V_t", "softmax": "softmax of S_(t+1)"}
+    keys["rescale"] = "wait for P~V, rescale acc"
+    handles = [Patch(facecolor=COLORS[k], label=lab) for k, lab in keys.items()]
     handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
-    ax.legend(
-        handles=handles,
-        fontsize=7,
-        ncol=5,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.3),
-        frameon=False,
-    )
+    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.3), "frameon": False}
+    ax.legend(handles=handles, fontsize=7, ncol=5, **where)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()

@@ -26,9 +26,8 @@ def chain(tokens: list[int]) -> list[bytes]:
     """The names of the full blocks of `tokens`, each chained from the one before."""
     names: list[bytes] = []
     for i in range(len(tokens) // BLOCK_SIZE):
-        names.append(
-            _name(names[-1] if names else None, tokens[i * BLOCK_SIZE : (i + 1) * BLOCK_SIZE])
-        )
+        parent = names[-1] if names else None
+        names.append(_name(parent, tokens[i * BLOCK_SIZE : (i + 1) * BLOCK_SIZE]))
     return names
 
 
@@ -72,82 +71,32 @@ def figure() -> bytes:
             ax.add_patch(
                 Rectangle((x, y), w, 1.1, facecolor=COLORS[kind], edgecolor="black", lw=0.6)
             )
-            ax.text(
-                x + w / 2,
-                y + 0.82,
-                " ".join(map(str, block)),
-                ha="center",
-                va="center",
-                fontsize=8,
-                family="monospace",
-            )
+            mid, mono = x + w / 2, {"ha": "center", "va": "center", "family": "monospace"}
+            ax.text(mid, y + 0.82, " ".join(map(str, block)), fontsize=8, **mono)
             label = f"name {names[i].hex()[:8]}..." if full else "partial: no name"
+            ax.text(mid, y + 0.5, label, fontsize=7.5, **mono)
             ax.text(
-                x + w / 2,
-                y + 0.5,
-                label,
-                ha="center",
-                va="center",
-                fontsize=7.5,
-                family="monospace",
-            )
-            ax.text(
-                x + w / 2,
-                y + 0.2,
-                f"physical block {table[i]}",
-                ha="center",
-                va="center",
-                fontsize=7,
+                mid, y + 0.2, f"physical block {table[i]}", ha="center", va="center", fontsize=7
             )
             if full and i > 0:  # the parent's name is hashed into this one
-                ax.add_patch(
-                    FancyArrowPatch(
-                        (x - gap, y + 0.5), (x, y + 0.5), arrowstyle="-|>", mutation_scale=8, lw=0.8
-                    )
-                )
+                arrow = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8}
+                ax.add_patch(FancyArrowPatch((x - gap, y + 0.5), (x, y + 0.5), **arrow))
             if row == 0 and i < s["common"]:
-                ax.annotate(
-                    "",
-                    xy=(x + w / 2, 1.5),
-                    xytext=(x + w / 2, y),
-                    arrowprops={"arrowstyle": "<->", "lw": 0.8, "ls": "--"},
-                )
+                both = {"arrowstyle": "<->", "lw": 0.8, "ls": "--"}
+                ax.annotate("", xy=(mid, 1.5), xytext=(mid, y), arrowprops=both)
                 ax.text(
-                    x + w / 2 + 0.08,
-                    2.35,
-                    "same name,\nsame block",
-                    ha="left",
-                    va="center",
-                    fontsize=7,
+                    mid + 0.08, 2.35, "same name,\nsame block", ha="left", va="center", fontsize=7
                 )
     x_div = 1.4 + (SHARED // BLOCK_SIZE) * (w + gap) + (SHARED % BLOCK_SIZE) / BLOCK_SIZE * w
     ax.plot([x_div, x_div], [1.55, 3.15], color="#bc4b51", lw=1.2, ls=":")
     ax.plot([x_div, x_div], [4.35, 4.5], color="#bc4b51", lw=1.2)
-    ax.text(
-        x_div,
-        4.6,
-        f"prompts differ from token {SHARED} on",
-        ha="center",
-        fontsize=8,
-        color="#bc4b51",
-    )
-    ax.text(
-        6.1,
-        -0.45,
-        "name_n = SHA-256(name_(n-1), token ids of block n), "
-        f"minimodel.block_manager._name; blocks of {BLOCK_SIZE} tokens.",
-        ha="center",
-        fontsize=7.5,
-    )
-    ax.text(
-        6.1,
-        -0.8,
-        f"Green: the blocks B finds in the cache ({s['common'] * BLOCK_SIZE} "
-        "tokens), shared with A; orange: full blocks whose names differ, each computed by "
-        "its own prompt; grey: partial blocks, never named.",
-        ha="center",
-        fontsize=7.5,
-    )
+    differ = f"prompts differ from token {SHARED} on"
+    ax.text(x_div, 4.6, differ, ha="center", fontsize=8, color="#bc4b51")
+    hashed = "name_n = SHA-256(name_(n-1), token ids of block n), minimodel.block_manager._name; "
+    ax.text(6.1, -0.45, hashed + f"blocks of {BLOCK_SIZE} tokens.", ha="center", fontsize=7.5)
+    key = f"Green: the blocks B finds in the cache ({s['common'] * BLOCK_SIZE} tokens), shared "
+    key += "with A; orange: full blocks whose names differ, each computed by its own prompt; grey: "
+    ax.text(6.1, -0.8, key + "partial blocks, never named.", ha="center", fontsize=7.5)
     fig.tight_layout()
     return svg(fig)
 

@@ -23,17 +23,12 @@ def decode_costs_table() -> str:
             for hkv in (32, 8):
                 c = decoder_layer_costs(4096, 32, hkv, context, batch=batch)
                 heads = "MHA" if hkv == 32 else f"GQA ({hkv} kv heads)"
-                rows.append(
-                    [
-                        f"{context:,}",
-                        batch,
-                        heads,
-                        f"{c.attn_flops / c.proj_flops:.2f}",
-                        f"{c.weight_bytes / 2**20:.0f} MiB",
-                        f"{c.kv_bytes / 2**20:,.0f} MiB",
-                        f"{c.kv_bytes / (c.kv_bytes + c.weight_bytes):.0%}",
-                    ]
-                )
+                cells = [f"{c.attn_flops / c.proj_flops:.2f}", f"{c.weight_bytes / 2**20:.0f} MiB"]
+                kv = [
+                    f"{c.kv_bytes / 2**20:,.0f} MiB",
+                    f"{c.kv_bytes / (c.kv_bytes + c.weight_bytes):.0%}",
+                ]
+                rows.append([f"{context:,}", batch, heads, *cells, *kv])
     header = "context N | batch | heads | attn / proj FLOPs | weight bytes | KV bytes"
     return markdown_table(f"{header} | KV share of bytes", rows)
 
@@ -51,19 +46,9 @@ def naive_table() -> str:
     h200, rows = HARDWARE["H200"], []
     for label, n, flops, nbytes in naive_points():
         i = flops / nbytes
-        rate = h200.attainable(i)
-        rows.append(
-            [
-                label,
-                n,
-                f"{flops / 1e6:,.1f}",
-                f"{nbytes / 2**20:,.3f}",
-                f"{i:.1f}",
-                "memory" if i < h200.ridge else "compute",
-                f"{rate / 1e12:.0f}",
-                f"{flops / rate * 1e6:.2f}",
-            ]
-        )
+        rate, bound = h200.attainable(i), "memory" if i < h200.ridge else "compute"
+        cells = [f"{flops / 1e6:,.1f}", f"{nbytes / 2**20:,.3f}", f"{i:.1f}", bound]
+        rows.append([label, n, *cells, f"{rate / 1e12:.0f}", f"{flops / rate * 1e6:.2f}"])
     header = f"bytes counted | N | MFLOP | MiB moved | I (FLOP/B) | bound (ridge {h200.ridge:.0f})"
     return markdown_table(f"{header} | attainable TFLOP/s | floor time (µs)", rows)
 
@@ -74,15 +59,10 @@ def exp_roof_table() -> str:
     rows = []
     for name, c, kind in [*roofs, ("H200", h200_measured(), "measured matmul")]:
         caps = [exp_roof(d, c.peak_flops, c.exp_rate) for d in (64, 128)]
+        rates = [f"{c.peak_flops / 1e12:,.0f}", f"{c.exp_rate / 1e12:.2f}"]
+        rates.append(f"{c.peak_flops / c.exp_rate:,.0f}")
         rows.append(
-            [
-                name,
-                kind,
-                f"{c.peak_flops / 1e12:,.0f}",
-                f"{c.exp_rate / 1e12:.2f}",
-                f"{c.peak_flops / c.exp_rate:,.0f}",
-                *(f"{cap / 1e12:,.0f} ({cap / c.peak_flops:.0%})" for cap in caps),
-            ]
+            [name, kind, *rates, *(f"{x / 1e12:,.0f} ({x / c.peak_flops:.0%})" for x in caps)]
         )
     header = "GPU | π from | π (TFLOP/s) | exp2/s (T) | balance: FLOPs per exp2"
     return markdown_table(f"{header} | cap, d = 64 (of π) | cap, d = 128 (of π)", rows)

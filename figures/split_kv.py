@@ -24,6 +24,8 @@ BATCH, HQ, HKV, D, ELEM_BYTES, CONTEXT = 1, 32, 8, 128, 2, 1000
 GPU = "H200"
 SHOWN_DIMS = 24  # components of O_u drawn
 COLORS = ["#5b8e7d", "#f4a259", "#8e6c8a", "#4f7cac", "#bc4b51", "#9a8c3a"]
+CENTERED = {"ha": "center", "va": "center"}
+ARROW = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8}
 
 
 def splits() -> tuple[int, int, int, list[tuple[int, int]]]:
@@ -40,9 +42,10 @@ def splits() -> tuple[int, int, int, list[tuple[int, int]]]:
 
 def partials(ranges: list[tuple[int, int]]) -> dict:
     g = torch.Generator().manual_seed(0)
-    q = torch.randn(D, generator=g, dtype=torch.float64)
-    k = torch.randn(CONTEXT, D, generator=g, dtype=torch.float64)
-    v = torch.randn(CONTEXT, D, generator=g, dtype=torch.float64)
+    q, k, v = (
+        torch.randn(*shape, generator=g, dtype=torch.float64)
+        for shape in ((D,), (CONTEXT, D), (CONTEXT, D))
+    )
     s = k @ q / D**0.5
     parts = [
         (torch.softmax(s[a:b], 0) @ v[a:b], torch.logsumexp(s[a:b], 0).item()) for a, b in ranges
@@ -69,31 +72,20 @@ def figure() -> bytes:
     def strip(x0: float, width: float, y: float, o: torch.Tensor) -> None:
         cell = width / SHOWN_DIMS
         for j in range(SHOWN_DIMS):
-            ax.add_patch(
-                Rectangle(
-                    (x0 + j * cell, y),
-                    cell,
-                    0.35,
-                    lw=0,
-                    facecolor=cmap(0.5 + 0.5 * float(o[j]) / lim),
-                )
-            )
+            colour = cmap(0.5 + 0.5 * float(o[j]) / lim)
+            ax.add_patch(Rectangle((x0 + j * cell, y), cell, 0.35, lw=0, facecolor=colour))
         ax.add_patch(Rectangle((x0, y), width, 0.35, fill=False, lw=0.6))
 
     # The context, its tiles and its splits.
     ax.text(-55, 5.55, "context\n(keys)", ha="left", va="center", fontsize=8)
     for u, (a, b) in enumerate(ranges):
-        ax.add_patch(
-            Rectangle(
-                (a, 5.3), b - a, 0.5, facecolor=COLORS[u % len(COLORS)], edgecolor="black", lw=0.6
-            )
-        )
+        colour = COLORS[u % len(COLORS)]
+        ax.add_patch(Rectangle((a, 5.3), b - a, 0.5, facecolor=colour, edgecolor="black", lw=0.6))
         ax.text(
             (a + b) / 2,
             5.55,
             f"split {u}: keys {a}-{b - 1}",
-            ha="center",
-            va="center",
+            **CENTERED,
             fontsize=7.5,
             color="white",
         )
@@ -103,49 +95,20 @@ def figure() -> bytes:
     # Each split's partial.
     for u, ((a, b), (o_u, lse_u)) in enumerate(zip(ranges, p["parts"], strict=True)):
         x0, width = a + 10, min(split_len, b - a) - 20
-        ax.add_patch(
-            FancyArrowPatch(
-                ((a + b) / 2, 5.3), ((a + b) / 2, 4.2), arrowstyle="-|>", mutation_scale=8, lw=0.8
-            )
-        )
+        ax.add_patch(FancyArrowPatch(((a + b) / 2, 5.3), ((a + b) / 2, 4.2), **ARROW))
         strip(x0, width, 3.75, o_u)
         ax.text(x0, 3.55, f"O_{u}   lse_{u} = {lse_u:.3f}", ha="left", va="top", fontsize=8)
-        ax.text(
-            x0,
-            3.15,
-            f"weight e^(lse_{u} - lse) = {p['weights'][u]:.3f}",
-            ha="left",
-            va="top",
-            fontsize=7.5,
-        )
+        weight = f"weight e^(lse_{u} - lse) = {p['weights'][u]:.3f}"
+        ax.text(x0, 3.15, weight, ha="left", va="top", fontsize=7.5)
         ax.add_patch(
-            FancyArrowPatch(
-                ((a + b) / 2, 2.6),
-                (CONTEXT / 2, 1.55),
-                arrowstyle="-|>",
-                mutation_scale=8,
-                lw=0.8,
-                color="#555555",
-            )
+            FancyArrowPatch(((a + b) / 2, 2.6), (CONTEXT / 2, 1.55), **ARROW, color="#555555")
         )
     ax.text(-55, 3.92, "partials\n(float32\nworkspace)", ha="left", va="center", fontsize=7.5)
     strip(CONTEXT / 2 - 150, 300, 1.1, p["o"])
-    ax.text(
-        CONTEXT / 2,
-        0.85,
-        f"merged: O = sum_u e^(lse_u - lse) O_u,   lse = log sum_u e^(lse_u) = {p['lse']:.3f}",
-        ha="center",
-        va="top",
-        fontsize=8,
-    )
-    ax.text(
-        CONTEXT / 2,
-        0.35,
-        "equal to the unsplit softmax to 1e-12 (float64)",
-        ha="center",
-        va="top",
-        fontsize=7.5,
-    )
+    merged = f"merged: O = sum_u e^(lse_u - lse) O_u,   lse = log sum_u e^(lse_u) = {p['lse']:.3f}"
+    ax.text(CONTEXT / 2, 0.85, merged, ha="center", va="top", fontsize=8)
+    exact = "equal to the unsplit softmax to 1e-12 (float64)"
+    ax.text(CONTEXT / 2, 0.35, exact, ha="center", va="top", fontsize=7.5)
     ax.text(-55, 1.28, "_merge_splits", ha="left", va="center", fontsize=7.5, family="monospace")
     ax.set_title(
         f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the "
@@ -153,15 +116,11 @@ def figure() -> bytes:
         f"BLOCK_N = {block_n}, split length {split_len}",
         fontsize=9,
     )
-    fig.text(
-        0.5,
-        0.01,
-        f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's "
-        "output (seeded random keys and values), blue negative, red positive; white ticks "
-        "mark the key tiles.",
-        ha="center",
-        fontsize=7,
+    strips = f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's output (seeded "
+    strips += (
+        "random keys and values), blue negative, red positive; white ticks mark the key tiles."
     )
+    fig.text(0.5, 0.01, strips, ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return svg(fig)
 

@@ -30,9 +30,7 @@ LEGEND = {
 }
 
 
-def tile_bounds(
-    i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: bool, window: int | None
-) -> tuple[int, int, int, int]:
+def tile_bounds(i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: bool, window):
     """(lo, full_lo, full_hi, hi) of the query tile whose first row is i0, as `_attn_fwd` computes
     them (Lab 02, flash-fwd-kernel); integer division of non-negative values, as in the kernel."""
     lo, full_lo, hi, full_hi = 0, 0, nk, nk // block_n * block_n
@@ -62,9 +60,7 @@ def loop_runs(bounds: tuple[int, int, int, int], block_n: int) -> dict[int, str]
     return visited
 
 
-def tile_grid(
-    nq: int, nk: int, block_m: int, block_n: int, causal: bool, window: int | None
-) -> list[tuple[int, tuple[int, int, int, int], list[str]]]:
+def tile_grid(nq: int, nk: int, block_m: int, block_n: int, causal: bool, window) -> list[tuple]:
     """[(i0, bounds, run of every key tile)] for every query tile."""
     grid = []
     for i0 in range(0, nq, block_m):
@@ -91,30 +87,17 @@ def figure(causal: bool, window: int | None) -> bytes:
     ax.plot(right, rows, color="black", lw=1)
     if window:
         ax.plot(left, rows, color="black", lw=1, ls="--")
-    ax.set(
-        xlim=(0, NK),
-        ylim=(NQ, 0),
-        xlabel="key position j",
-        ylabel="query row i",
-        xticks=range(0, NK + 1, BLOCK_N),
-        yticks=[*range(0, NQ, BLOCK_M), NQ],
-    )
+    ax.set(xlim=(0, NK), ylim=(NQ, 0), xlabel="key position j", ylabel="query row i")
+    ax.set(xticks=range(0, NK + 1, BLOCK_N), yticks=[*range(0, NQ, BLOCK_M), NQ])
     ax.tick_params(labelsize=7)
     ax.set_aspect("equal")
     mask = f"causal, window $W$ = {window}" if window else "causal"
-    ax.set_title(
-        f"{mask}: $N_q$ = {NQ}, $N_k$ = {NK}, BLOCK_M = {BLOCK_M}, BLOCK_N = {BLOCK_N}", fontsize=10
-    )
+    title = f"{mask}: $N_q$ = {NQ}, $N_k$ = {NK}, BLOCK_M = {BLOCK_M}, BLOCK_N = {BLOCK_N}"
+    ax.set_title(title, fontsize=10)
     handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS if window or r != "edge"]
     handles.append(Patch(facecolor="black", alpha=0.16, label="visible pairs (reference mask)"))
-    ax.legend(
-        handles=handles,
-        fontsize=7.5,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.14),
-        ncol=2,
-        frameon=False,
-    )
+    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.14), "ncol": 2, "frameon": False}
+    ax.legend(handles=handles, fontsize=7.5, **where)
     fig.tight_layout()
     return svg(fig)
 
@@ -122,35 +105,13 @@ def figure(causal: bool, window: int | None) -> bytes:
 def example_table() -> str:
     rows = []
     for causal, window in ((True, None), (True, WINDOW)):
-        for i0, (lo, full_lo, full_hi, hi), runs in tile_grid(
-            NQ, NK, BLOCK_M, BLOCK_N, causal, window
-        ):
-            last = min(i0 + BLOCK_M, NQ) - 1
-            shift = NK - NQ
+        for i0, bounds, runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal, window):
+            last, shift = min(i0 + BLOCK_M, NQ) - 1, NK - NQ
             counts = " / ".join(str(runs.count(r)) for r in RUNS)
-            rows.append(
-                [
-                    f"W = {window}" if window else "causal",
-                    f"{i0}-{last}",
-                    f"{i0 + shift}-{i0 + BLOCK_M - 1 + shift}",
-                    lo,
-                    full_lo,
-                    full_hi,
-                    hi,
-                    counts,
-                ]
-            )
-    header = [
-        "mask",
-        "query rows",
-        "positions",
-        "`lo`",
-        "`full_lo`",
-        "`full_hi`",
-        "`hi`",
-        "key tiles: edge / interior / diagonal / skipped",
-    ]
-    return markdown_table(header, rows)
+            where = [f"{i0}-{last}", f"{i0 + shift}-{i0 + BLOCK_M - 1 + shift}"]
+            rows.append([f"W = {window}" if window else "causal", *where, *bounds, counts])
+    header = "mask | query rows | positions | `lo` | `full_lo` | `full_hi` | `hi`"
+    return markdown_table(f"{header} | key tiles: edge / interior / diagonal / skipped", rows)
 
 
 def outputs() -> dict[str, str | bytes]:
