@@ -52,6 +52,7 @@ LAUNCHES = {
     "jit": "through Triton's JIT (`kernel[grid](...)`)",
     "direct_tensors": "the compiled kernel's launcher, tensors",
     "direct_ints": "the compiled kernel's launcher, addresses as ints",
+    "minimodel_launch": "`minimodel.kernels.launch` (what the wrappers call)",
     "torch_empty": "for scale: one `torch.empty`",
 }
 
