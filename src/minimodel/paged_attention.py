@@ -85,7 +85,8 @@ def _fp8_decode_tiles(
     for start_n in tl.range(start, end, BLOCK_N):
         blk = start_n // BLOCK_SIZE + offs_b  # the tile's logical blocks
         first = blk * BLOCK_SIZE  # each block's first key
-        visible = (first[:, None] + offs_s[None, :] >= lo) & (first[:, None] + offs_s[None, :] < end)
+        j = first[:, None] + offs_s[None, :]  # (NB, BLOCK_SIZE) key positions
+        visible = (j >= lo) & (j < end)
         # Only a block holding a visible key reads its entry (every such entry lies in this
         # sequence's row: end <= ctx <= capacity), and one outside the pool is never followed.
         used = (first + BLOCK_SIZE > lo) & (first < end)
@@ -229,9 +230,9 @@ def _paged_decode_fwd(
             k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)
             # q_h.k_j, all g heads at once (an 8-bit K converted to q's dtype, exactly)
             qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION)
-            if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column of scores
-                qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot, mask=visible,
-                                  other=0.0)[None, :]
+            if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column
+                qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot,
+                                  mask=visible, other=0.0)[None, :]
             s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             # A tile whose every entry was refused has no visible key: m_new may still be -inf.
@@ -547,6 +548,7 @@ class DecodeConfig(NamedTuple):
     num_stages: int
     fp8_form: int = 1  # 8-bit pools: the decode kernel's FP8_FORM (0 per key, 1 and 2 per block)
     programs_per_sm: int = 4  # the grid choose_num_splits aims for (PROGRAMS_PER_SM)
+    maxnreg: int | None = None  # a cap on registers per thread (None: the compiler's choice)
 
 
 class PrefillConfig(NamedTuple):
@@ -568,15 +570,16 @@ def decode_config(head_dim: int, elem_bytes: int, kv_bytes: int | None = None) -
     head_dim is the padded (power-of-two) head dim of the tiles, elem_bytes q's element size,
     kv_bytes the pools' (q's when omitted). 8-bit pools have their own rule: the kernel's cost
     there is instructions (addresses, conversions, the transposed V operand), not bytes, and
-    registers bound how many programs an SM holds, so the tile is counted in elements (a 64 x 128
-    tile with 2 stages held 212 registers per thread at 4 warps when compiled for sm_90, the
-    per-key form's 64 x 128 with 3 stages 255), read a block at a time (fp8_form 1), with more
-    programs per SM to split the context over (a hypothesis until bench/fp8_sweep.py runs)."""
+    registers bound how many programs an SM holds: the tile is counted in elements, read a block
+    at a time (fp8_form 1), its registers capped at 168 so that three programs of 4 warps share
+    an SM (compiled for sm_90 the 64 x 128 tile with 2 stages takes 212 uncapped, two programs;
+    the per-key form's 255), with more programs per SM to split the context over. A hypothesis
+    from compiled code until bench/fp8_sweep.py's timings choose."""
     if INTERPRET:
         return DecodeConfig(16, 4, 1)
     if kv_bytes == 1:
         block_n = max(16, min(128, FP8_DECODE_TILE_KEYS // head_dim))
-        return DecodeConfig(block_n, 4, 2, fp8_form=1, programs_per_sm=8)
+        return DecodeConfig(block_n, 4, 2, fp8_form=1, programs_per_sm=12, maxnreg=168)
     block_n = max(16, min(128, DECODE_TILE_BYTES // (head_dim * elem_bytes)))
     return DecodeConfig(block_n, 4, 3)
 
@@ -1044,6 +1047,7 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
         FP8_FORM=cfg.fp8_form, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        maxnreg=cfg.maxnreg,
     )
     if num_splits > 1:
         _merge_splits[(b * hq,)](
