@@ -86,7 +86,7 @@ def _fp8_decode_tiles(
         blk = start_n // BLOCK_SIZE + offs_b  # the tile's logical blocks
         first = blk * BLOCK_SIZE  # each block's first key
         j = first[:, None] + offs_s[None, :]  # (NB, BLOCK_SIZE) key positions
-        visible = (j >= lo) & (j < end)
+        visible = (lo <= j) & (j < end)
         # Only a block holding a visible key reads its entry (every such entry lies in this
         # sequence's row: end <= ctx <= capacity), and one outside the pool is never followed.
         used = (first + BLOCK_SIZE > lo) & (first < end)
@@ -192,7 +192,8 @@ def _paged_decode_fwd(
         ks_head = ks_ptr + off_hkv * stride_ksh
         vs_head = vs_ptr + off_hkv * stride_vsh
     # 8-bit pools: FP8_FORM 1 (2) reads whole blocks (`_fp8_decode_tiles`, V_ROWS off (on))
-    # when a tile is whole blocks; FP8_FORM 0 and every other case walk the keys one by one.
+    # when a tile is whole blocks, and leaves the loop below no keys (a loop from start to start
+    # is compiled away); FP8_FORM 0 and every other case walk the keys one by one there.
     if FP8 and PAGED and FP8_FORM != 0 and BLOCK_N % BLOCK_SIZE == 0:
         acc, l_i, m_i, bad_tile = _fp8_decode_tiles(
             acc, l_i, m_i, q, table_ptr + b64 * stride_tb, k_head, v_head, ks_head, vs_head,
@@ -201,54 +202,54 @@ def _paged_decode_fwd(
             stride_vsblk, stride_vsslot, D, HEAD_DIM, BLOCK_N, BLOCK_SIZE, DOT_PRECISION,
             FP8_FORM == 2)
         bad_keys |= bad_tile.to(tl.int32)
-    else:
-        for start_n in tl.range(start, end, BLOCK_N):
-            j = start_n + offs_n  # key positions of this tile
-            visible = (j >= lo) & (j < end)
-            if PAGED:
-                # 0 <= start_n and j < end <= ctx <= capacity: every entry read is in this row.
-                table = table_ptr + b64 * stride_tb  # this sequence's row
-                if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
-                    phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
-                else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
-                    phys = tl.load(table + (j // BLOCK_SIZE) * stride_tc, mask=visible,
-                                   other=0).to(tl.int64)
-                # An entry outside [0, num_blocks) is never followed: its keys are not loaded, they
-                # count as no key, and the sequence is flagged.
-                in_pool = (phys >= 0) & (phys < num_blocks)
-                bad_keys |= (visible & ~in_pool).to(tl.int32)
-                visible &= in_pool
-                slot = (j % BLOCK_SIZE).to(tl.int64)
-                k_rows = phys * stride_kblk + slot * stride_kslot
-                v_rows = phys * stride_vblk + slot * stride_vslot
-            else:  # contiguous: sequence off_b is "block" off_b, key j its slot j
-                k_rows = b64 * stride_kblk + j.to(tl.int64) * stride_kslot
-                v_rows = b64 * stride_vblk + j.to(tl.int64) * stride_vslot
-            kv_mask = visible[:, None]
-            if D != HEAD_DIM:
-                kv_mask = kv_mask & (cols[None, :] < D)
-            k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)
-            # q_h.k_j, all g heads at once (an 8-bit K converted to q's dtype, exactly)
-            qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION)
-            if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column
-                qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot,
-                                  mask=visible, other=0.0)[None, :]
-            s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(s, 1))
-            # A tile whose every entry was refused has no visible key: m_new may still be -inf.
-            m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.math.exp2(s - m_use[:, None])  # P~_hj = 2^(tau' q_h.k_j - m_h^new)
-            alpha = tl.math.exp2(m_i - m_use)  # alpha_h = 2^(m_h - m_h^new)
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(v_head + v_rows[:, None] + v_cols, mask=kv_mask, other=0.0)
-            acc = acc * alpha[:, None]
-            if FP8:  # acc += P~ diag(s) V^, the scales folded into P~'s columns
-                v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot, mask=visible,
-                               other=0.0)
-                acc = _scaled_pv(acc, p, v.to(q.dtype), v_sc, DOT_PRECISION)
-            else:
-                acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc += P~ V
-            m_i = m_new
+        end = start
+    for start_n in tl.range(start, end, BLOCK_N):
+        j = start_n + offs_n  # key positions of this tile
+        visible = (j >= lo) & (j < end)
+        if PAGED:
+            # 0 <= start_n and j < end <= ctx <= capacity: every entry read is in this row.
+            table = table_ptr + b64 * stride_tb  # this sequence's row
+            if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
+                phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
+            else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
+                phys = tl.load(table + (j // BLOCK_SIZE) * stride_tc, mask=visible,
+                               other=0).to(tl.int64)
+            # An entry outside [0, num_blocks) is never followed: its keys are not loaded, they
+            # count as no key, and the sequence is flagged.
+            in_pool = (phys >= 0) & (phys < num_blocks)
+            bad_keys |= (visible & ~in_pool).to(tl.int32)
+            visible &= in_pool
+            slot = (j % BLOCK_SIZE).to(tl.int64)
+            k_rows = phys * stride_kblk + slot * stride_kslot
+            v_rows = phys * stride_vblk + slot * stride_vslot
+        else:  # contiguous: sequence off_b is "block" off_b, key j its slot j
+            k_rows = b64 * stride_kblk + j.to(tl.int64) * stride_kslot
+            v_rows = b64 * stride_vblk + j.to(tl.int64) * stride_vslot
+        kv_mask = visible[:, None]
+        if D != HEAD_DIM:
+            kv_mask = kv_mask & (cols[None, :] < D)
+        k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)
+        # q_h.k_j, all g heads at once (an 8-bit K converted to q's dtype, exactly)
+        qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION)
+        if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column
+            qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot,
+                              mask=visible, other=0.0)[None, :]
+        s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        # A tile whose every entry was refused has no visible key: m_new may still be -inf.
+        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - m_use[:, None])  # P~_hj = 2^(tau' q_h.k_j - m_h^new)
+        alpha = tl.math.exp2(m_i - m_use)  # alpha_h = 2^(m_h - m_h^new)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_head + v_rows[:, None] + v_cols, mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None]
+        if FP8:  # acc += P~ diag(s) V^, the scales folded into P~'s columns
+            v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot, mask=visible,
+                           other=0.0)
+            acc = _scaled_pv(acc, p, v.to(q.dtype), v_sc, DOT_PRECISION)
+        else:
+            acc = tl.dot(p.to(v.dtype), v, acc, input_precision=DOT_PRECISION)  # acc += P~ V
+        m_i = m_new
 
     empty = l_i == 0.0  # no key in this split (or a context of length 0): O = 0, lse = -inf
     l_safe = tl.where(empty, 1.0, l_i)
