@@ -246,29 +246,6 @@ def test_fp8_decode_windows_and_splits(window, num_splits):
                      num_splits=num_splits)
 
 
-@pytest.mark.parametrize("form", [0, 1, 2])
-@pytest.mark.parametrize(("block_n", "block_size"), [(16, 8), (32, 8), (16, 16), (16, 32)])
-def test_fp8_decode_forms_compute_what_the_cache_stands_for(monkeypatch, form, block_n,
-                                                            block_size):
-    # Each 8-bit loop (FP8_FORM 0 per key, 1 and 2 a block at a time) on tiles of several blocks,
-    # one, or part of one (which falls back to per key), a window freeing blocks, and splits;
-    # then an entry outside the pool on the fast path: skipped, flagged, the rest computed.
-    monkeypatch.setattr(pa, "decode_config",
-                        lambda *a: pa.DecodeConfig(block_n, 4, 1, fp8_form=form))
-    lens = [0, 3, 50, 130]
-    cache = make_fp8_cache(lens, 2, 32, block_size, first_kept=[max(0, n - 45) for n in lens])
-    q = make_q(4, 4, 32, dtype=torch.float16)
-    check_fp8_decode(q, cache, lens, window=45, num_splits=3)
-    cache = make_fp8_cache(lens, 2, 32, block_size)
-    cache.table[3, 1] = cache.k_pool.shape[0]  # keys block_size .. 2 block_size - 1
-    flags = torch.zeros(4, dtype=torch.int32, device=DEVICE)
-    out, lse = fp8_decode(q, cache, max_context_len=130, num_splits=2, error_flags=flags)
-    assert flags.tolist() == [0, 0, 0, pa.ERR_BAD_ENTRY]
-    keys = [*range(block_size), *range(2 * block_size, 130)]
-    check_fp8_rows(out[3, :, None], lse[3, :, None], q[3:, :, None], cache.k_hat[3:, :, keys],
-                   cache.v_hat[3:, :, keys])
-
-
 @pytest.mark.parametrize(("ctx", "q_lens", "mask"), [
     ([40, 17, 70], [23, 17, 1], {}),
     ([0, 100], [0, 37], {"window": 30}),

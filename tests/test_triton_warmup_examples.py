@@ -162,28 +162,6 @@ def test_clamp_and_flag(bad, programs):
 # ~/~ end
 
 
-# ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-reshape>>[init]
-@triton.jit
-def _gather_runs_kernel(x_ptr, table_ptr, out_ptr, RUNS: tl.constexpr, RUN: tl.constexpr,
-                        D: tl.constexpr):
-    """out[r * RUN + i] = x[table[r] * RUN + i]: RUNS runs of RUN rows of D, one entry a run."""
-    runs = tl.arange(0, RUNS)
-    first = tl.load(table_ptr + runs) * RUN  # one load per run, not per row
-    rows = first[:, None, None] + tl.arange(0, RUN)[None, :, None]  # (RUNS, RUN, 1)
-    tile = tl.load(x_ptr + rows * D + tl.arange(0, D)[None, None, :])  # (RUNS, RUN, D)
-    out_rows = tl.arange(0, RUNS * RUN)[:, None] * D + tl.arange(0, D)[None, :]
-    tl.store(out_ptr + out_rows, tl.reshape(tile, (RUNS * RUN, D)))  # rows r * RUN + i
-
-
-def test_gather_runs():
-    x = torch.randn(8 * 4, 16, device=DEVICE)  # 8 runs of 4 rows
-    table = torch.tensor([5, 0, 7, 2], dtype=torch.int32, device=DEVICE)
-    out = torch.empty(4 * 4, 16, device=DEVICE)
-    _gather_runs_kernel[(1,)](x, table, out, RUNS=4, RUN=4, D=16)
-    assert torch.equal(out, x.view(8, 4, 16)[table.long()].reshape(16, 16))
-# ~/~ end
-
-
 # ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-missing-mask>>[init]
 @triton.jit
 def _row_sum_unmasked(x_ptr, out_ptr, n_cols, stride_row, BLOCK_N: tl.constexpr):

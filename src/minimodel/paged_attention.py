@@ -53,76 +53,6 @@ def _scaled_pv(acc, p, v, v_scale, DOT_PRECISION: tl.constexpr):
     s_max = tl.where(s_max > 0.0, s_max, 1.0)  # no visible key in the tile: every s_j is 0
     pv = tl.dot((p * (v_scale / s_max)[None, :]).to(v.dtype), v, input_precision=DOT_PRECISION)
     return acc + s_max * pv
-
-
-@triton.jit
-def _fp8_decode_tiles(
-    acc, l_i, m_i, q, table, k_head, v_head, ks_head, vs_head, start, end, lo, qk_scale,
-    num_blocks, stride_tc, stride_kblk, stride_kslot, stride_kd, stride_vblk, stride_vslot,
-    stride_vd, stride_ksblk, stride_ksslot, stride_vsblk, stride_vsslot,
-    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, V_ROWS: tl.constexpr,
-):
-    """The decode loop over the key tiles [start, end) of 8-bit pools, a tile being
-    NB = BLOCK_N / BLOCK_SIZE whole blocks (start is a multiple of BLOCK_N): one table entry per
-    block, not per key, and each block's int64 row computed once and broadcast over its slots,
-    the pointers a (NB, BLOCK_SIZE, HEAD_DIM) tile whose loads are seen as (BLOCK_N, HEAD_DIM).
-    The per-key form spends most of its instructions on that address arithmetic, which a byte
-    of fp8 does not pay for as a byte of fp16 does. V_ROWS: dequantise V's rows (s_j V^_j, in
-    float32, then q's dtype) instead of folding the scales into P~'s columns (`_scaled_pv`).
-    Returns the running (acc, l_i, m_i) and whether a visible key's entry lay outside the pool."""
-    NB: tl.constexpr = BLOCK_N // BLOCK_SIZE
-    offs_b = tl.arange(0, NB)
-    offs_s = tl.arange(0, BLOCK_SIZE)
-    slots64 = offs_s.to(tl.int64)
-    cols = tl.arange(0, HEAD_DIM)
-    cols64 = cols.to(tl.int64)
-    # within-block offsets, the same for every block: hoisted out of the loop
-    k_slots = slots64[None, :, None] * stride_kslot + cols64[None, None, :] * stride_kd
-    v_slots = slots64[None, :, None] * stride_vslot + cols64[None, None, :] * stride_vd
-    ks_slots = slots64[None, :] * stride_ksslot
-    vs_slots = slots64[None, :] * stride_vsslot
-    bad = tl.zeros([NB], tl.int32)
-    for start_n in tl.range(start, end, BLOCK_N):
-        blk = start_n // BLOCK_SIZE + offs_b  # the tile's logical blocks
-        first = blk * BLOCK_SIZE  # each block's first key
-        j = first[:, None] + offs_s[None, :]  # (NB, BLOCK_SIZE) key positions
-        visible = (lo <= j) & (j < end)
-        # Only a block holding a visible key reads its entry (every such entry lies in this
-        # sequence's row: end <= ctx <= capacity), and one outside the pool is never followed.
-        used = (first + BLOCK_SIZE > lo) & (first < end)
-        phys = tl.load(table + blk * stride_tc, mask=used, other=0).to(tl.int64)
-        in_pool = (phys >= 0) & (phys < num_blocks)
-        bad |= (used & ~in_pool).to(tl.int32)
-        visible &= in_pool[:, None]
-        kv_mask = visible[:, :, None]
-        if D != HEAD_DIM:
-            kv_mask = kv_mask & (cols[None, None, :] < D)
-        vis = tl.reshape(visible, (BLOCK_N,))
-        k = tl.reshape(tl.load(k_head + (phys * stride_kblk)[:, None, None] + k_slots,
-                               mask=kv_mask, other=0.0), (BLOCK_N, HEAD_DIM))
-        k_sc = tl.reshape(tl.load(ks_head + (phys * stride_ksblk)[:, None] + ks_slots,
-                                  mask=visible, other=0.0), (BLOCK_N,))
-        # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column of scores
-        qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION) * k_sc[None, :]
-        s = tl.where(vis[None, :], qk * qk_scale, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        m_use = tl.where(m_new == float("-inf"), 0.0, m_new)  # no visible key yet
-        p = tl.math.exp2(s - m_use[:, None])
-        alpha = tl.math.exp2(m_i - m_use)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.reshape(tl.load(v_head + (phys * stride_vblk)[:, None, None] + v_slots,
-                               mask=kv_mask, other=0.0), (BLOCK_N, HEAD_DIM))
-        v_sc = tl.reshape(tl.load(vs_head + (phys * stride_vsblk)[:, None] + vs_slots,
-                                  mask=visible, other=0.0), (BLOCK_N,))
-        if V_ROWS:  # s_j V^_j in float32, rounded once to q's dtype: no tile-wide max needed
-            v_hat = (v.to(tl.float32) * v_sc[:, None]).to(q.dtype)
-            acc = tl.dot(p.to(q.dtype), v_hat, acc * alpha[:, None],
-                         input_precision=DOT_PRECISION)
-        else:
-            acc = _scaled_pv(acc * alpha[:, None], p, v.to(q.dtype), v_sc, DOT_PRECISION)
-        m_i = m_new
-    return acc, l_i, m_i, tl.max(bad, 0) > 0
 # ~/~ end
 
 
@@ -143,7 +73,6 @@ def _paged_decode_fwd(
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
     HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
-    FP8_FORM: tl.constexpr = 1,
 ):
     off_bh = tl.program_id(0)
     split = tl.program_id(1)
@@ -192,18 +121,6 @@ def _paged_decode_fwd(
     if FP8:  # 8-bit pools (paged only): one float32 scale per (block, slot) of this kv head
         ks_head = ks_ptr + off_hkv * stride_ksh
         vs_head = vs_ptr + off_hkv * stride_vsh
-    # 8-bit pools: FP8_FORM 1 (2) reads whole blocks (`_fp8_decode_tiles`, V_ROWS off (on))
-    # when a tile is whole blocks, and leaves the loop below no keys (a loop from start to start
-    # is compiled away); FP8_FORM 0 and every other case walk the keys one by one there.
-    if FP8 and PAGED and FP8_FORM != 0 and BLOCK_N % BLOCK_SIZE == 0:
-        acc, l_i, m_i, bad_tile = _fp8_decode_tiles(
-            acc, l_i, m_i, q, table_ptr + b64 * stride_tb, k_head, v_head, ks_head, vs_head,
-            start, end, lo, qk_scale, num_blocks, stride_tc, stride_kblk, stride_kslot,
-            stride_kd, stride_vblk, stride_vslot, stride_vd, stride_ksblk, stride_ksslot,
-            stride_vsblk, stride_vsslot, D, HEAD_DIM, BLOCK_N, BLOCK_SIZE, DOT_PRECISION,
-            FP8_FORM == 2)
-        bad_keys |= bad_tile.to(tl.int32)
-        end = start
     for start_n in tl.range(start, end, BLOCK_N):
         j = start_n + offs_n  # key positions of this tile
         visible = (j >= lo) & (j < end)
@@ -232,9 +149,9 @@ def _paged_decode_fwd(
         k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)
         # q_h.k_j, all g heads at once (an 8-bit K converted to q's dtype, exactly)
         qk = tl.dot(q, tl.trans(k.to(q.dtype)), input_precision=DOT_PRECISION)
-        if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column
-            qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot,
-                              mask=visible, other=0.0)[None, :]
+        if FP8:  # q.(s_j k^_j) = s_j (q.k^_j): key j's scale multiplies its column of scores
+            qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot, mask=visible,
+                              other=0.0)[None, :]
         s = tl.where(visible[None, :], qk * qk_scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         # A tile whose every entry was refused has no visible key: m_new may still be -inf.
@@ -548,9 +465,6 @@ class DecodeConfig(NamedTuple):
     block_n: int
     num_warps: int
     num_stages: int
-    fp8_form: int = 1  # 8-bit pools: the decode kernel's FP8_FORM (0 per key, 1 and 2 per block)
-    programs_per_sm: int = 4  # the grid choose_num_splits aims for (PROGRAMS_PER_SM)
-    maxnreg: int | None = None  # a cap on registers per thread (None: the compiler's choice)
 
 
 class PrefillConfig(NamedTuple):
@@ -563,25 +477,12 @@ class PrefillConfig(NamedTuple):
 DECODE_TILE_BYTES = 16 * 1024  # one K tile: BLOCK_N keys of HEAD_DIM elements
 
 
-FP8_DECODE_TILE_KEYS = 8192  # 8-bit pools: BLOCK_N * HEAD_DIM, 64 keys at d = 128
-
-
-def decode_config(head_dim: int, elem_bytes: int, kv_bytes: int | None = None) -> DecodeConfig:
+def decode_config(head_dim: int, elem_bytes: int) -> DecodeConfig:
     """The decode kernel's tile: BLOCK_N keys of at most 16 KiB per K tile (16 to 128 keys).
 
-    head_dim is the padded (power-of-two) head dim of the tiles, elem_bytes q's element size,
-    kv_bytes the pools' (q's when omitted). 8-bit pools have their own rule: the kernel's cost
-    there is instructions (addresses, conversions, the transposed V operand), not bytes, and
-    registers bound how many programs an SM holds: the tile is counted in elements, read a block
-    at a time (fp8_form 1), its registers capped at 168 so that three programs of 4 warps share
-    an SM (compiled for sm_90 the 64 x 128 tile with 2 stages takes 212 uncapped, two programs;
-    the per-key form's 255), with more programs per SM to split the context over. A hypothesis
-    from compiled code until bench/fp8_sweep.py's timings choose."""
+    head_dim is the padded (power-of-two) head dim of the tiles."""
     if INTERPRET:
         return DecodeConfig(16, 4, 1)
-    if kv_bytes == 1:
-        block_n = max(16, min(128, FP8_DECODE_TILE_KEYS // head_dim))
-        return DecodeConfig(block_n, 4, 2, fp8_form=1, programs_per_sm=12, maxnreg=168)
     block_n = max(16, min(128, DECODE_TILE_BYTES // (head_dim * elem_bytes)))
     return DecodeConfig(block_n, 4, 3)
 
@@ -606,15 +507,14 @@ MAX_SPLITS = 256
 
 
 def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: int,
-                      num_sms: int, programs_per_sm: int = PROGRAMS_PER_SM) -> int:
+                      num_sms: int) -> int:
     """Splits of the context per (sequence, kv head) so that the grid fills the GPU.
 
-    batch * n_kv_heads programs already fill `programs_per_sm` per SM: no split. Otherwise as many
-    splits as bring the grid there, but none shorter than `MIN_TILES_PER_SPLIT` tiles. (8-bit
-    pools ask for more programs per SM, `decode_config`: each reads half the bytes per key.)
+    batch * n_kv_heads programs already fill `PROGRAMS_PER_SM` per SM: no split. Otherwise as many
+    splits as bring the grid there, but none shorter than `MIN_TILES_PER_SPLIT` tiles.
     """
     programs = batch * n_kv_heads
-    target = programs_per_sm * num_sms
+    target = PROGRAMS_PER_SM * num_sms
     if programs >= target:
         return 1
     tiles = cdiv(max(context_len, 1), block_n)
@@ -1007,13 +907,12 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
-    cfg = decode_config(head_dim, q.element_size(), k.element_size())
+    cfg = decode_config(head_dim, q.element_size())
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     if num_splits is None:
-        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device),
-                                       cfg.programs_per_sm)
+        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device))
     split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     group = hq // n_kv_heads
     if out is None:
@@ -1049,8 +948,7 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
         HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
-        FP8_FORM=cfg.fp8_form, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-        maxnreg=cfg.maxnreg,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if num_splits > 1:
         launch(
