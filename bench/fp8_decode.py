@@ -107,7 +107,7 @@ def main() -> None:
     fast = {"max_context_len": N}
     scales = {"k_scale": k_scale, "v_scale": v_scale}
     fp8_call = lambda: paged_decode(q, k_pool8, v_pool8, table, lens_t, **fast, **scales)
-    fns = {"fp8_paged": fp8_call, "fp8_paged_block_n_128": with_tile(128, fp8_call)}
+    fns = {"fp8_paged": fp8_call, "fp8_paged_block_n_64": with_tile(64, fp8_call)}
     fns["fp16_paged"] = lambda: paged_decode(q, k_pool16, v_pool16, table, lens_t, **fast)
     # SDPA on the contiguous cache, GQA through enable_gqa if cuDNN takes it (it did in
     # data/bench-paged-decode-h200.json), else on kv heads repeated beforehand: `form` says
@@ -120,8 +120,9 @@ def main() -> None:
     budget_fp8, budget_fp16 = pytorch_error(q, k_hat, v_hat), pytorch_error(q, k16, v16)
     forms = {  # what each implementation is, as its record says
         "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
-        "float32 scales per token and kv head, shipped tiles",
-        "fp8_paged_block_n_128": "the same, key tiles of 128 (4 warps, 3 stages)",
+        "float32 scales per token and kv head, shipped tiles (16 KiB of K: 128 keys)",
+        "fp8_paged_block_n_64": "the same, key tiles of 64 (4 warps, 3 stages), the tile "
+        "that q's element size gave before",
         "fp16_paged": "the same block table, float16 pools",
         "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
     }

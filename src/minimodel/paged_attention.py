@@ -480,7 +480,9 @@ DECODE_TILE_BYTES = 16 * 1024  # one K tile: BLOCK_N keys of HEAD_DIM elements
 def decode_config(head_dim: int, elem_bytes: int) -> DecodeConfig:
     """The decode kernel's tile: BLOCK_N keys of at most 16 KiB per K tile (16 to 128 keys).
 
-    head_dim is the padded (power-of-two) head dim of the tiles."""
+    head_dim is the padded (power-of-two) head dim of the tiles, elem_bytes the pools' element
+    size: an 8-bit pool's tile holds 128 keys at d = 128, the fastest of the H200 sweep of 8-bit
+    tiles, warps, stages, splits and two other loops (data/fp8-sweep-h200.json)."""
     if INTERPRET:
         return DecodeConfig(16, 4, 1)
     block_n = max(16, min(128, DECODE_TILE_BYTES // (head_dim * elem_bytes)))
@@ -907,7 +909,7 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
-    cfg = decode_config(head_dim, q.element_size())
+    cfg = decode_config(head_dim, k.element_size())  # the pools' bytes, not q's
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
