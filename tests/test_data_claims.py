@@ -1402,11 +1402,11 @@ def test_fp8_decode_measured_stated():
     share = {k: r["kv_bytes"] / (r["graph_ms"] * 1e-3) / copy for k, r in impls.items()}
     speed = {k: impls["fp16_paged"]["graph_ms"] / r["graph_ms"] for k, r in impls.items()}
     assert share["fp8_paged"] < 0.8 and speed["fp8_paged"] < 1.6  # "misses both bars"
-    assert share["fp8_paged_block_n_128"] < 0.8 and speed["fp8_paged_block_n_128"] < 1.6
+    assert speed["fp8_paged_block_n_64"] < 1  # "slower than the cache it halves"
     stated(LAB03B, f"the kernel reads its bytes at {share['fp8_paged']:.0%} of the copy rate and "
                    f"serves {speed['fp8_paged']:.2f} times the 16-bit cache's tokens per second")
-    stated(LAB03B, f"it reaches {share['fp8_paged_block_n_128']:.0%} of the copy rate and "
-                   f"{speed['fp8_paged_block_n_128']:.2f} times")
+    stated(LAB03B, f"it reaches {share['fp8_paged_block_n_64']:.0%} of the copy rate and "
+                   f"{speed['fp8_paged_block_n_64']:.2f} times")
     stated(LAB03B, f"the same shape at {share['fp16_paged']:.0%} of the copy rate in this run")
 
 
@@ -1488,6 +1488,30 @@ def test_exam_fp8_error_and_its_profile():
     assert "ALU is the highest-utilized pipeline" in first  # "the integer pipe the busiest"
     stated(EXAM, "every register a thread may hold in use, an eighth of the warps an SM can keep, "
                  "DRAM busy a third of the time and the integer pipe the busiest")
+
+
+def test_fp8_profile_and_sweep_stated():
+    """Lab 03 part 2: why the 8-bit kernel misses (its profile) and what the sweep tried."""
+    text = (ROOT / "data" / "ncu-fp8-decode-h200.txt").read_text()
+    first = text[: text.index("  _merge_splits (")]
+    assert "Block Limit Registers                 block            2" in first  # "two programs"
+    assert "stalled waiting on a fixed latency execution" in first  # "singles out"
+    stated(LAB03B, "the stall the profiler singles out is a wait on the result of an arithmetic "
+                   "instruction, not on memory")
+    sweep = json.loads((ROOT / "data" / "fp8-sweep-h200.json").read_text())
+    assert sweep["environment"]["commit"] == "3f5252e" and sweep["complete"]
+    fp8 = [r for r in sweep["records"] if r["impl"] == "fp8_paged"]
+    seen = {k: sorted({r["config"][k] for r in fp8}, key=str) for k in fp8[0]["config"]}
+    assert (min(seen["block_n"]), max(seen["block_n"])) == (16, 128)
+    assert (min(seen["num_warps"]), max(seen["num_warps"])) == (2, 8)
+    assert (min(seen["num_stages"]), max(seen["num_stages"])) == (1, 3)
+    assert seen["fp8_form"] == [0, 1, 2] and len(seen["maxnreg"]) > 1  # two other loops, caps
+    splits = sorted({r["num_splits"] for r in fp8 if r["num_splits"] != "auto"})
+    assert (splits[0], splits[-1]) == (2, 16)
+    best = min(fp8, key=lambda r: r["graph_ms"])
+    assert best["config"]["fp8_form"] == 0 and best["config"]["block_n"] == 128
+    assert all(r["config"]["fp8_form"] == 0 for r in fp8 if r["graph_ms"] <= best["graph_ms"])
+    stated(LAB03B, "none faster than the per-key loop with 128-key tiles, which ships")
 
 
 def test_exam_verification_flat_in_k():
