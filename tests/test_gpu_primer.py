@@ -43,6 +43,46 @@ def test_launch_keeps_tritons_specialisation():
     assert not kernels._DIRECT or len(keys) == 4
 
 
+def test_launch_caches_by_specialisation(monkeypatch):
+    """launch's cache on any machine, with a stand-in kernel whose JIT call and compiled launcher
+    record what they are given (the GPU tests around it run the real ones)."""
+    from types import SimpleNamespace
+
+    from triton.backends.compiler import BaseBackend
+
+    calls = []
+
+    class Compiled:
+        function, packed_metadata = "function", "metadata"
+
+        def run(self, *args):
+            calls.append(("launcher", args))
+
+    class Kernel:  # x, n, then BLOCK: tl.constexpr
+        params = [SimpleNamespace(name=name, is_constexpr=name == "BLOCK")
+                  for name in ("x", "n", "BLOCK")]
+        fn = _scale_kernel.fn
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: calls.append(("jit", args, meta)) or Compiled()
+
+    gpu = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
+    monkeypatch.setattr(kernels, "_DIRECT", True)
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_backend", lambda device: BaseBackend)
+    monkeypatch.setattr(kernels, "driver", SimpleNamespace(active=gpu))
+    kernel, x = Kernel(), torch.zeros(64)
+    for args, block in [((x, 17), 4), ((x, 17), 4), ((x, 18), 4), ((x, 16), 4), ((x, 1), 4),
+                        ((x[1:], 17), 4), ((x, 17), 8)]:
+        kernels.launch(kernel, (2,), *args, BLOCK=block)
+    # a new key for n % 16 == 0, n == 1, an unaligned x and another constexpr; 18 is 17's class
+    assert [c[0] for c in calls] == ["jit", "launcher", "launcher", "jit", "jit", "jit", "jit"]
+    assert calls[1][1] == (2, 1, 1, 7, "function", "metadata", None, None, None, x, 17, 4)
+    assert calls[2][1][-2:] == (18, 4)
+    with pytest.raises(TypeError, match="every constexpr by name"):
+        kernels.launch(kernel, (1,), x, 5, 4)
+
+
 @pytest.mark.gpu
 def test_launch_leaves_a_profilers_hook_to_the_jit():
     x, seen = torch.ones(16, device="cuda"), []

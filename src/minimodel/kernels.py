@@ -84,7 +84,7 @@ def next_power_of_2(n: int) -> int:
 # Triton versions whose compiled-kernel launcher `launch` calls directly (tested on the H200)
 DIRECT_LAUNCH_TRITON = ("3.6",)
 _DIRECT = triton.__version__.rsplit(".", 1)[0] in DIRECT_LAUNCH_TRITON and not INTERPRET
-_COMPILED: dict[tuple, tuple] = {}  # launch key -> (launcher, function, metadata, constexprs)
+_COMPILED: dict[tuple, tuple] = {}  # key -> (kernel, launcher, function, metadata, constexprs)
 
 
 @functools.cache
@@ -112,7 +112,8 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
         return
     device = driver.active.get_current_device()
     backend = _backend(device)
-    # id(kernel), not the kernel: a JITFunction hashes its source's hash at every call
+    # id(kernel), not the kernel: a JITFunction hashes its source's hash at every call. The
+    # entry holds the kernel itself, so that no other object can take its id while it is there.
     key = (id(kernel), device, *meta.items(),
            *[_specialize(backend, a, False, True, True) for a in args])
     hit = _COMPILED.get(key)
@@ -125,10 +126,10 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
                 f" runtime arguments by position, then every constexpr by name; got "
                 f"{len(args)} positional and {sorted(meta)}")
         compiled = kernel[grid](*args, **meta)  # compiles (or finds) the kernel, and launches
-        _COMPILED[key] = (compiled.run, compiled.function, compiled.packed_metadata,
+        _COMPILED[key] = (kernel, compiled.run, compiled.function, compiled.packed_metadata,
                           tuple(meta[p.name] for p in params[len(args):]))
         return
-    run, function, metadata, constants = hit
+    _, run, function, metadata, constants = hit
     gx, gy, gz = (*grid, 1, 1)[:3]
     # no launch metadata and no enter or exit hook: the JIT passes None for all three likewise
     # when no hook is set
