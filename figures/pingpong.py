@@ -1,6 +1,5 @@
 """FlashAttention-3's ping-pong and intra-warpgroup overlap, as a schedule diagram (Lab 02 part 2).
 
-
 Not a measurement: a small model of the order of events that the page's consumer follows
 (`flash-hopper-consumer`), in made-up units. Per key tile t a consumer warpgroup waits for its
 turn, issues S_{t+1} = Q K_{t+1}^T and then acc += P~_t V_t (asynchronous wgmma), hands the turn
@@ -66,21 +65,12 @@ def _check(events) -> None:
     tc = sorted((s, e) for row, _, s, e, _ in events if row == "tensor cores")
     assert all(a[1] <= b[0] for a, b in zip(tc, tc[1:], strict=False)), "products overlap"
     for wg in ("WG0", "WG1"):
-        pvs = [
-            e
-            for e in events
-            if e[0] == "tensor cores" and e[1] == "PV" and e[4].endswith(f"({wg})")
-        ]
-        pv = {lab.split()[0][2:]: (s, e) for _, _, s, e, lab in pvs}
-        sm = {
-            lab.split()[1][1:]: (s, e)
-            for row, k, s, e, lab in events
-            if row == wg and k == "softmax"
-        }
-        for t, (s, e) in pv.items():
-            if str(int(t) + 1) in sm:
-                a, b = sm[str(int(t) + 1)]
-                assert a < e and s < b, f"{wg}: softmax S{int(t) + 1} does not overlap PV{t}"
+        # its products "PV0 (WG0)", ... on the tensor cores, its softmaxes "softmax S0", ...
+        pv = {lab.split()[0]: (s, e) for _, k, s, e, lab in events if k == "PV" and wg in lab}
+        sm = {lab[8:]: (s, e) for row, k, s, e, lab in events if (row, k) == (wg, "softmax")}
+        for t in range(len(pv) - 1):
+            (a, b), (s, e) = sm[f"S{t + 1}"], pv[f"PV{t}"]
+            assert a < e and s < b, f"{wg}: softmax S{t + 1} does not overlap PV{t}"
 
 
 def figure() -> bytes:
