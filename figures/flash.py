@@ -34,14 +34,10 @@ def bytes_table() -> str:
     for n in (64, 2048, 8192):
         for d in (64, 128):
             shape = (1, 1, 1, n, n, d)
-            counted = [
-                ("naive (S, P in HBM)", naive_attention_bytes(*shape)),
-                *(
-                    (f"Flash, BLOCK_M={bm}, no reuse", flash_attention_bytes(*shape, block_m=bm))
-                    for bm in (64, 128)
-                ),
-                ("compulsory", attention_min_bytes(*shape)),
-            ]
+            flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
+            counted = [("naive (S, P in HBM)", naive_attention_bytes(*shape))]
+            counted += [(f"Flash, BLOCK_M={bm}, no reuse", f) for bm, f in flash.items()]
+            counted.append(("compulsory", attention_min_bytes(*shape)))
             for label, nbytes in counted:
                 i = flops_of(1, 1, n, n, d) / nbytes
                 roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
@@ -78,10 +74,9 @@ def masks_table() -> str:
             + [f"{flops / dense_flops:.3f}", f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}"]
             + [mib(floor), f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]
         )
-    header = (
-        "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse) | Flash bytes / dense"
-    )
-    return markdown_table(f"{header} | compulsory MiB | I Flash (no reuse) | I compulsory", rows)
+    header = "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse)"
+    header += " | Flash bytes / dense | compulsory MiB | I Flash (no reuse) | I compulsory"
+    return markdown_table(header, rows)
 
 
 def smem(d: int, bm: int, bn: int, stages: int) -> int:
@@ -154,10 +149,8 @@ def cfg(c: tuple) -> str:
 def no_reuse_rate(key: tuple, config: tuple, ms: float) -> float:
     """Bytes/s the run would have needed from HBM if no tile were reused (it stored no lse)."""
     d, causal, n, b, h = key
-    nbytes = flash_attention_bytes(
-        b, h, h, n, n, d, block_m=config[0], block_n=config[1], causal=causal, lse=False
-    )
-    return nbytes / (ms * 1e-3)
+    tiles = {"block_m": config[0], "block_n": config[1]}
+    return flash_attention_bytes(b, h, h, n, n, d, **tiles, causal=causal, lse=False) / (ms * 1e-3)
 
 
 def sweep_best_table() -> str:
@@ -196,13 +189,11 @@ def sweep_configs_table() -> str:
                 tf = runs[c]["tflops"] if c in runs else None
                 cells.append(f"{tf:.0f} ({tf / best:.0%})" if tf is not None else "not run")
             s = smem(d, c[0], c[1], c[3])
-            rows.append(
-                [d, cfg(c), f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3]), *cells]
-            )
+            fit = [f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3])]
+            rows.append([d, cfg(c), *fit, *cells])
     header = "d | (BM, BN, warps, stages) | shared KiB | blocks/SM (shared) | regs/thread (est.)"
-    header = header.split(" | ")
-    header += [f"N={n:,}{', causal' if causal else ''}" for d, causal, n, _, _ in shapes if d == 64]
-    return markdown_table(header, rows)
+    shapes = [f"N={n:,}{', causal' if causal else ''}" for d, causal, n, _, _ in shapes if d == 64]
+    return markdown_table(header.split(" | ") + shapes, rows)
 
 
 EXP_IMPLS = {"minimodel": "ours", "sdpa_cudnn": "cuDNN", "sdpa_flash": "FA2 (SDPA)"}
@@ -218,15 +209,11 @@ def exp_roof_rows() -> list[dict]:
         exp_time, mma_time = 1 / roof.exp_rate, 4 * d / roof.peak_flops  # per score
         key = ("fa2", "float16", False, d)
         runs = [r for r in records if (r["group"], r["dtype"], r["causal"], r["d"]) == key]
-        best = {
-            impl: max((r for r in runs if r["impl"] == impl), key=lambda r: r["tflops"])
-            for impl in EXP_IMPLS
-        }
+        rate = lambda r: r["tflops"]
+        best = {i: max((r for r in runs if r["impl"] == i), key=rate) for i in EXP_IMPLS}
         cap, overlapped = roof.attention_roof(d), roof.attention_roof(d, overlapped=True)
         share = exp_time / (exp_time + mma_time)
-        rows.append(
-            {"d": d, "cap": cap, "overlapped": overlapped, "exp_share": share, "best": best}
-        )
+        rows.append(dict(d=d, cap=cap, overlapped=overlapped, exp_share=share, best=best))
     return rows
 
 
@@ -254,10 +241,8 @@ def figure_points() -> list[RooflinePoint]:
             one_tile = flash_attention_bytes(*shape, block_m=128)
             cases.append(("Flash (one tile) ~ compulsory", one_tile))
         else:
-            cases += [
-                (f"Flash BM={bm}, no reuse", flash_attention_bytes(*shape, block_m=bm))
-                for bm in (64, 128)
-            ]
+            flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
+            cases += [(f"Flash BM={bm}, no reuse", nbytes) for bm, nbytes in flash.items()]
             cases.append(("compulsory", attention_min_bytes(*shape)))
         flops = flops_of(b, h, n, n, d)
         points += [RooflinePoint(f"{label} N={n}", flops / nbytes) for label, nbytes in cases]
