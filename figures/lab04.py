@@ -62,10 +62,8 @@ def extrapolated_table(data: dict) -> str:
     rows = []
     for v in data["variants"]:
         ours = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"], n, elem_bytes=elem)
-        name = f"the lab's MiniGPT, {data['dtype']}"
-        rows.append(
-            [name, f"`{v['name']}`", size(ours // n), f"{n:,}", size(ours), f"{mha / ours:g}×"]
-        )
+        sizes = [f"`{v['name']}`", size(ours // n), f"{n:,}", size(ours), f"{mha / ours:g}×"]
+        rows.append([f"the lab's MiniGPT, {data['dtype']}", *sizes])
     for name, layers, heads, kv_heads, d, context, window in PUBLISHED:
         tokens = context if window is None else min(context, window)
         cached = f"{tokens:,}" + (f" (window of a {context:,} context)" if window else "")
