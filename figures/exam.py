@@ -12,7 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.exam import MEASURED, PREDICTIONS
-from figures.core import legend_entry, markdown_table, measured_roofline
+from figures.core import legend_entry, markdown_table, measured_roofline, spots
 from minimodel.roofline_plot import POINT_COLOR
 
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
@@ -155,19 +155,6 @@ def errors_table(data: dict, measured: dict | None) -> str:
 # --- the figure ----------------------------------------------------------------------------------
 
 
-def merged_labels(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
-    """Points within 5% of each other on both log axes share one label ("1 fp16; 6 gqa8")."""
-    groups: list[list[tuple[float, float, str]]] = []
-    for x, y, text in sorted(points):
-        for g in groups:
-            if abs(x / g[0][0] - 1) < 0.05 and abs(y / g[0][1] - 1) < 0.05:
-                g.append((x, y, text))
-                break
-        else:
-            groups.append([(x, y, text)])
-    return [(g[0][0], g[0][1], "; ".join(sorted(t for _, _, t in g))) for g in groups]
-
-
 def figure(data: dict, measured: dict | None = None) -> bytes:
     r = data["roofs"]
     predicted = [
@@ -193,7 +180,9 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
         for x, y, _ in marks["sdpa_cudnn"]:
             ax.plot(x, y, "D", color=ANCHOR_COLOR, markersize=4)
         rates = [y for _, y, _ in predicted] + [y for m in marks.values() for _, y, _ in m]
-        return rates, merged_labels(predicted)
+        # predicted points within 5% of each other share one label ("1 fp16; 6 gqa8")
+        groups = spots(sorted(predicted), 0.05)
+        return rates, [(*g[0][:2], "; ".join(sorted(t for _, _, t in g))) for g in groups]
 
     styles = {"64": ":", "128": "--"}
     flat = [

@@ -9,7 +9,7 @@ import sys
 
 from bench.bytes import CASES
 from figures.bytes import dram_bytes, flops, model
-from figures.core import h200_measured, legend_entry, load, markdown_table, measured_roofline
+from figures.core import h200_measured, legend_entry, load, markdown_table, measured_roofline, spots
 
 ANCHORS = (64, 2048)
 OVERLAY_IMPLS = ("naive", "flash", "decode", "paged")  # SDPA's FA2 is on Lab 01's table only
@@ -44,16 +44,8 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
     """One label for the measured points of one phase that sit on one spot (within 3% on both
     log axes), e.g. "naive MHA, GQA, MQA" or "decode, paged MQA": several labels there could not
     say which is which."""
-    groups: list[list[tuple]] = []
-    for x, y, p in marks:
-        close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < 0.03 and abs(y / g[0][1] - 1) < 0.03
-        near = (g for g in groups if g[0][2]["case"].phase == p["case"].phase and close(g))
-        if (g := next(near, None)) is not None:
-            g.append((x, y, p))
-        else:
-            groups.append([(x, y, p)])
     out = []
-    for g in groups:
+    for g in spots(marks, 0.03, apart=lambda p: p["case"].phase):
         by_impl: dict[str, list[str]] = {}
         for _, _, q in g:
             by_impl.setdefault(LABEL[q["case"].impl], []).append(q["case"].heads)
