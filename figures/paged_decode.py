@@ -127,9 +127,8 @@ def prefill_table(data: dict) -> str:
     rows = []
     for (b, ctx, nq, w), recs in cases.items():
         name = f"B={b}, {nq:,} new tokens on a {ctx:,}-key context" + (f", W={w:,}" if w else "")
-        rates = [
-            recs[i].get("graph_tflops") for i in ("paged_bs16", "paged_bs64", "flash_attention")
-        ]
+        impls = ("paged_bs16", "paged_bs64", "flash_attention")
+        rates = [recs[i].get("graph_tflops") for i in impls]
         rows.append([name, *map(fmt, rates), f"{rates[1] / rates[2]:.2f}"])
     header = "prefill (Hq=32, Hkv=8, d=128, fp16, causal) | ours, paged b=16 | ours, paged b=64"
     return markdown_table(f"{header} | Lab 02 (contiguous, TMA) | b=64 ÷ Lab 02", rows)
