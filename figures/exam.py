@@ -127,8 +127,7 @@ def errors_table(data: dict, measured: dict | None) -> str:
     by = measured_us(measured)
     rows, notes = [], {}
     for r in prediction_rows(data):
-        function, case = r[-1]
-        predicted = r[-2]
+        predicted, (function, case) = r[-2:]
         ours, cudnn = by.get((function, case, "ours")), by.get((function, case, "sdpa_cudnn"))
         for rec in (ours, cudnn):
             if rec is not None and "us" not in rec:
@@ -156,15 +155,13 @@ def errors_table(data: dict, measured: dict | None) -> str:
 
 
 def figure(data: dict, measured: dict | None = None) -> bytes:
-    r = data["roofs"]
-    predicted = [
-        (c["intensity"], c["flops"] / (c["time_us"] * 1e-6) / 1e12, label(c)) for c in data["cases"]
-    ]
-    by = measured_us(measured)
+    r, by = data["roofs"], measured_us(measured)
+    tflops = lambda case, us: case["flops"] / (us * 1e-6) / 1e12  # its rate if it takes `us`
+    predicted = [(c["intensity"], tflops(c, c["time_us"]), label(c)) for c in data["cases"]]
     # a measured point: the predicted intensity (the bytes were not measured), the measured rate
     marks = {
         impl: [
-            (c["intensity"], c["flops"] / (rec["us"] * 1e-6) / 1e12, y)
+            (c["intensity"], tflops(c, rec["us"]), y)
             for c, (_, y, _) in zip(data["cases"], predicted, strict=True)
             if (rec := by.get((c["function"], c["case"], impl))) and "us" in rec
         ]
@@ -189,19 +186,15 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
         (styles[d], roof, f"attention's compute roof, d = {d}: {roof / 1e12:.0f} TFLOP/s")
         for d, roof in r["attention_roof"].items()
     ]
-    hollow = dict(markerfacecolor="white", markeredgecolor=POINT_COLOR)
-    handles = [
-        legend_entry(ls="", marker="o", **hollow, label="predicted: data/exam-predictions.json")
-    ]
+    hollow = dict(ls="", marker="o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
+    handles = [legend_entry(**hollow, label="predicted: data/exam-predictions.json")]
     title = "The exam's cases on the H200's measured roofline: predicted (hollow)"
     if measured is not None:
         title += ", measured (filled)"
         ours = "measured, ours: data/exam-h200.json (graph replay)"
         handles.append(legend_entry(ls="", marker="o", color=POINT_COLOR, label=ours))
         cudnn = "measured, SDPA cuDNN on contiguous tensors"
-        handles.append(
-            legend_entry(ls="", marker="D", color=ANCHOR_COLOR, markersize=4, label=cudnn)
-        )
+        handles.append(legend_entry(ls="", marker="D", color=ANCHOR_COLOR, ms=4, label=cudnn))
     roofs = SimpleNamespace(**r)
     style = {"figsize": (9, 6.5), "title": title, "handles": handles, "ncol": 2}
     intensities = [x for x, _, _ in predicted]
