@@ -43,10 +43,8 @@ def bytes_table() -> str:
                 roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
                 rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
     header = "N | d | bytes counted | MiB per head | I (FLOP/B) | attainable TFLOP/s, datasheet"
-    return markdown_table(
-        f"{header} (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})",
-        rows,
-    )
+    header += f" (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})"
+    return markdown_table(header, rows)
 
 
 MASK_HQ, MASK_D, MASK_BM, MASK_BN, MASK_W = 32, 128, 128, 64, 1024
@@ -220,9 +218,8 @@ def exp_roof_rows() -> list[dict]:
 def exp_roof_table() -> str:
     roof, out = h200_measured(), []
     for r in exp_roof_rows():
-        best = [
-            f"{b['tflops']:.0f} ({b['tflops'] * 1e12 / r['cap']:.0%})" for b in r["best"].values()
-        ]
+        rates = [b["tflops"] for b in r["best"].values()]
+        best = [f"{rate:.0f} ({rate * 1e12 / r['cap']:.0%})" for rate in rates]
         cap = f"{r['cap'] / 1e12:.0f} ({r['cap'] / roof.peak_flops:.0%})"
         cells = [r["d"], 4 * r["d"], f"{r['exp_share']:.0%}", cap, f"{r['overlapped'] / 1e12:.0f}"]
         out.append([*cells, *best])

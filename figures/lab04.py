@@ -108,10 +108,8 @@ def per_token(kv: dict) -> dict[str, int]:
 def quality_table(data: dict, kv: dict, metric: str) -> str:
     rows = []
     for v in variants(data):
-        cells = [
-            cell([r[metric] for r in rs]) if (rs := runs(data, v, kind, u)) else ""
-            for kind, u, _ in columns(data)
-        ]
+        by_column = [runs(data, v, kind, u) for kind, u, _ in columns(data)]
+        cells = [cell([r[metric] for r in rs]) if rs else "" for rs in by_column]
         rows.append([f"`{v}`", f"{per_token(kv)[v]:,}", *cells])
     header = ["variant", "KV bytes per token", *(label for _, _, label in columns(data))]
     return markdown_table(header, rows)

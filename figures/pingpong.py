@@ -87,9 +87,8 @@ def figure() -> bytes:
             ink = "white" if kind != "softmax" else "black"
             text = label.replace(" (", "\n(")
             ax.text((s + e) / 2, y[row], text, ha="center", va="center", fontsize=6.5, color=ink)
-    ax.set_yticks(
-        [y[r] for r in rows], ["consumer WG0", "consumer WG1", "tensor cores"], fontsize=8
-    )
+    names = ["consumer WG0", "consumer WG1", "tensor cores"]
+    ax.set_yticks([y[r] for r in rows], names, fontsize=8)
     end = max(e for *_, e, _ in events)
     ax.set(xlim=(0, end + 0.1), xlabel="time (schedule units: one product = 1; not measured)")
     ax.xaxis.label.set_fontsize(8)

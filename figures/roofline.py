@@ -58,9 +58,8 @@ def exp_roof_table() -> str:
         caps = [exp_roof(d, c.peak_flops, c.exp_rate) for d in (64, 128)]
         rates = [f"{c.peak_flops / 1e12:,.0f}", f"{c.exp_rate / 1e12:.2f}"]
         rates.append(f"{c.peak_flops / c.exp_rate:,.0f}")
-        rows.append(
-            [name, kind, *rates, *(f"{x / 1e12:,.0f} ({x / c.peak_flops:.0%})" for x in caps)]
-        )
+        caps = [f"{x / 1e12:,.0f} ({x / c.peak_flops:.0%})" for x in caps]
+        rows.append([name, kind, *rates, *caps])
     header = "GPU | π from | π (TFLOP/s) | exp2/s (T) | balance: FLOPs per exp2"
     return markdown_table(f"{header} | cap, d = 64 (of π) | cap, d = 128 (of π)", rows)
 

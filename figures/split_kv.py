@@ -101,10 +101,9 @@ def figure() -> bytes:
     title = f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the {GPU} "
     title += f"({HARDWARE[GPU].sm_count} SMs): choose_num_splits = {n}, BLOCK_N = {block_n}, "
     ax.set_title(title + f"split length {split_len}", fontsize=9)
-    strips = f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's output (seeded "
-    strips += (
-        "random keys and values), blue negative, red positive; white ticks mark the key tiles."
-    )
+    strips = f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's output "
+    strips += "(seeded random keys and values), blue negative, red positive; white ticks mark the "
+    strips += "key tiles."
     fig.text(0.5, 0.01, strips, ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     return svg(fig)
