@@ -92,10 +92,8 @@ def prediction_rows(data: dict) -> list[list]:
             parts = [by_key["mixed_batch", "prefill"], c]
             flops, nbytes, us = (sum(p[f] for p in parts) for f in ("flops", "bytes", "time_us"))
             sizes = [f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.1f}", ""]
-            apart = "apart: `prefill`, then `decode`"
-            rows.append(
-                ["3", apart, *sizes, "each its own", f"{us:,.1f}", us, ("mixed_batch", "apart")]
-            )
+            sizes = [*sizes, "each its own", f"{us:,.1f}", us]
+            rows.append(["3", "apart: `prefill`, then `decode`", *sizes, ("mixed_batch", "apart")])
     return rows
 
 
@@ -159,14 +157,11 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
     tflops = lambda case, us: case["flops"] / (us * 1e-6) / 1e12  # its rate if it takes `us`
     predicted = [(c["intensity"], tflops(c, c["time_us"]), label(c)) for c in data["cases"]]
     # a measured point: the predicted intensity (the bytes were not measured), the measured rate
-    marks = {
-        impl: [
-            (c["intensity"], tflops(c, rec["us"]), y)
-            for c, (_, y, _) in zip(data["cases"], predicted, strict=True)
-            if (rec := by.get((c["function"], c["case"], impl))) and "us" in rec
-        ]
-        for impl in ("ours", "sdpa_cudnn")
-    }
+    marks: dict[str, list] = {"ours": [], "sdpa_cudnn": []}  # (x, y, the predicted y)
+    for c, (_, y, _) in zip(data["cases"], predicted, strict=True):
+        for impl, points in marks.items():
+            if "us" in (rec := by.get((c["function"], c["case"], impl), {})):
+                points.append((c["intensity"], tflops(c, rec["us"]), y))
 
     def draw(ax):
         for x, y, _ in predicted:
@@ -181,11 +176,9 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
         groups = spots(sorted(predicted), 0.05)
         return rates, [(*g[0][:2], "; ".join(sorted(t for _, _, t in g))) for g in groups]
 
-    styles = {"64": ":", "128": "--"}
-    flat = [
-        (styles[d], roof, f"attention's compute roof, d = {d}: {roof / 1e12:.0f} TFLOP/s")
-        for d, roof in r["attention_roof"].items()
-    ]
+    styles, compute_roofs = {"64": ":", "128": "--"}, r["attention_roof"]
+    text = "attention's compute roof, d = {}: {:.0f} TFLOP/s"
+    flat = [(styles[d], roof, text.format(d, roof / 1e12)) for d, roof in compute_roofs.items()]
     hollow = dict(ls="", marker="o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
     handles = [legend_entry(**hollow, label="predicted: data/exam-predictions.json")]
     title = "The exam's cases on the H200's measured roofline: predicted (hollow)"
