@@ -76,7 +76,7 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
             ax.add_patch(FancyArrowPatch(*ends, **ARROW))
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     s = scenario()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     forked = f"after fork({PARENT}, {CHILD}): one set of blocks, each held twice"
@@ -88,8 +88,4 @@ def figure() -> bytes:
     what += "prompt, forked, one token appended to the fork. Dark slots hold a token."
     fig.text(0.5, 0.02, what, ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/block-table-cow.svg": figure()}
+    return {"figures/block-table-cow.svg": svg(fig)}

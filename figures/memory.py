@@ -38,7 +38,7 @@ def levels() -> list[tuple[str, float, str, str]]:
     return [(name, *size, text) for (name, size), text in zip(sizes.items(), who, strict=True)]
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     rows = levels()
     fig, ax = plt.subplots(figsize=(9.0, 3.6))
     colors = ["#bc4b51", "#f4a259", "#8cb369", "#5b8e7d"]
@@ -56,8 +56,4 @@ def figure() -> bytes:
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/memory-hierarchy.svg": figure()}
+    return {"figures/memory-hierarchy.svg": svg(fig)}

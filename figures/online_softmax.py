@@ -37,7 +37,7 @@ def trace(xs: list[float]) -> tuple[list[SoftmaxState], list[float]]:
     return states, alphas
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     xs = stream()
     states, alphas = trace(xs)
     final = states[-1]
@@ -82,8 +82,4 @@ def figure() -> bytes:
     for ax in (ax_m, ax_l, ax_a):
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/online-softmax-state.svg": figure()}
+    return {"figures/online-softmax-state.svg": svg(fig)}

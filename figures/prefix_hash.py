@@ -47,7 +47,7 @@ def scenario() -> dict:
     return {"names": names, "tables": tables, "common": common}
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     s = scenario()
     fig, ax = plt.subplots(figsize=(9.6, 3.9))
     ax.set(xlim=(-0.2, 12.4), ylim=(-0.9, 5.0))
@@ -87,8 +87,4 @@ def figure() -> bytes:
     key += "with A; orange: full blocks whose names differ, each computed by its own prompt; grey: "
     ax.text(6.1, -0.8, key + "partial blocks, never named.", ha="center", fontsize=7.5)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/prefix-hash-chain.svg": figure()}
+    return {"figures/prefix-hash-chain.svg": svg(fig)}

@@ -56,7 +56,7 @@ def partials(ranges: list[tuple[int, int]]) -> dict:
     return {"parts": parts, "weights": (w / w.sum()).tolist(), "o": o, "lse": lse}
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     block_n, n, split_len, ranges = splits()
     p = partials(ranges)
     fig, ax = plt.subplots(figsize=(9.6, 4.6))
@@ -106,8 +106,4 @@ def figure() -> bytes:
     strips += "key tiles."
     fig.text(0.5, 0.01, strips, ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/split-kv-merge.svg": figure()}
+    return {"figures/split-kv-merge.svg": svg(fig)}
