@@ -5,6 +5,7 @@ from minimodel.roofline; the tile-fit estimates are computed here, with the hard
 below. The page's claims about the sweep and the exponential roof are tests over the data
 (tests/test_data_claims.py, test_flash_*)."""
 
+import itertools
 import math
 from collections import defaultdict
 
@@ -31,17 +32,16 @@ def bytes_table() -> str:
     """Bytes and intensity per (batch, head), MHA, no mask: naive, tiled Flash, compulsory."""
     datasheet, measured = HARDWARE["H200"], h200_measured()
     rows = []
-    for n in (64, 2048, 8192):
-        for d in (64, 128):
-            shape = (1, 1, 1, n, n, d)
-            flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
-            counted = [("naive (S, P in HBM)", naive_attention_bytes(*shape))]
-            counted += [(f"Flash, BLOCK_M={bm}, no reuse", f) for bm, f in flash.items()]
-            counted.append(("compulsory", attention_min_bytes(*shape)))
-            for label, nbytes in counted:
-                i = flops_of(1, 1, n, n, d) / nbytes
-                roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
-                rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
+    for n, d in itertools.product((64, 2048, 8192), (64, 128)):
+        shape = (1, 1, 1, n, n, d)
+        flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
+        counted = [("naive (S, P in HBM)", naive_attention_bytes(*shape))]
+        counted += [(f"Flash, BLOCK_M={bm}, no reuse", f) for bm, f in flash.items()]
+        counted.append(("compulsory", attention_min_bytes(*shape)))
+        for label, nbytes in counted:
+            i = flops_of(1, 1, n, n, d) / nbytes
+            roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
+            rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
     header = "N | d | bytes counted | MiB per head | I (FLOP/B) | attainable TFLOP/s, datasheet"
     header += f" (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})"
     return markdown_table(header, rows)
@@ -52,12 +52,9 @@ MASK_HQ, MASK_D, MASK_BM, MASK_BN, MASK_W = 32, 128, 128, 64, 1024
 
 def masks_table() -> str:
     """FLOPs and bytes of masks and GQA against dense MHA."""
-    cases = [
-        (n, MASK_HQ, mask)
-        for n in (2048, 8192, 32768)
-        for mask in ({}, {"causal": True}, {"causal": True, "window": MASK_W})
-    ]
-    cases += [(8192, hkv, mask) for hkv in (8, 1) for mask in ({}, {"causal": True})]
+    masks = ({}, {"causal": True}, {"causal": True, "window": MASK_W})
+    cases = [(n, MASK_HQ, mask) for n in (2048, 8192, 32768) for mask in masks]
+    cases += [(8192, hkv, mask) for hkv in (8, 1) for mask in masks[:2]]  # GQA, MQA: no window
     rows = []
     for n, hkv, mask in cases:
         shape, tiles = (1, MASK_HQ, hkv, n, n, MASK_D), {"block_m": MASK_BM, "block_n": MASK_BN}
