@@ -35,11 +35,6 @@ def size(nbytes: float) -> str:
     return f"{nbytes:,.0f} B"
 
 
-# The cache's counts (bench.kv_cache): what it filled or allocated, and the formula's count
-KV_COUNTS = [("filled_after_prefill", "after_prefill"), ("filled", "filled")]
-KV_COUNTS += [("allocated", "allocated")]
-
-
 def kv_table(data: dict) -> str:
     n, cfg = data["tokens"], data["config"]
     base = next(v for v in data["variants"] if v["n_kv_heads"] == cfg["n_heads"])
@@ -47,7 +42,8 @@ def kv_table(data: dict) -> str:
     for v in data["variants"]:
         kind = {cfg["n_heads"]: "MHA", 1: "MQA"}.get(v["n_kv_heads"], "GQA")
         pairs = [(v["filled"] // n, v["formula_per_token"])]  # measured, by the formula
-        pairs += [(v[m], v[f"formula_{f}"]) for m, f in KV_COUNTS]
+        pairs.append((v["filled_after_prefill"], v["formula_after_prefill"]))
+        pairs += [(v[key], v[f"formula_{key}"]) for key in ("filled", "allocated")]
         counts = [f"{measured:,} / {formula:,}" for measured, formula in pairs]
         name, smaller = f"`{v['name']}` ({kind}, g = {v['group']})", base["filled"] / v["filled"]
         rows.append([name, *counts, f"{smaller:g}×"])
