@@ -133,16 +133,17 @@ def summed(models: list[dict | None], key: str) -> int | None:
 
 def case_totals(data: dict) -> dict[str, dict]:
     """Per case: the measurement and the model summed over its kernels."""
-    kernels: dict[str, list[dict]] = {}
+    by_case: dict[str, list[dict]] = {}  # its rows, one per kernel
     for row in rows(data):
-        kernels.setdefault(row["case"].id, []).append(row)
+        by_case.setdefault(row["case"].id, []).append(row)
     out = {}
-    for case_id, ks in kernels.items():
-        models = [k["model"] for k in ks]
+    for case_id, kernels in by_case.items():
+        models = [k["model"] for k in kernels]
         read, write, tiled = (summed(models, key) for key in ("read", "write", "read_tiled"))
-        t = dict(case=ks[0]["case"], kernels=len(ks), read=read, write=write, tiled=tiled)
+        t = dict(case=kernels[0]["case"], kernels=len(kernels), read=read, write=write, tiled=tiled)
         t["dram_model"] = None if read is None else read + write
-        out[case_id] = t | {key: sum(k[key] for k in ks) for key in ("dram", "l2_to_sm", "warm")}
+        t |= {key: sum(k[key] for k in kernels) for key in ("dram", "l2_to_sm", "warm")}
+        out[case_id] = t
     return out
 
 
