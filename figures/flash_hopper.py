@@ -17,20 +17,17 @@ SWITCHES |= {"CONSUMER_REGS": (240, "{} registers"), "STAGES": (2, "{} stages")}
 
 def drafts_table() -> str:
     rows = []
-    for run in load("flash-hopper-drafts-h200.json")["runs"]:
-        for variant in run["variants"]:
-            cfg = variant["cfg"]
-            switches = [
-                text.format(cfg[k])
-                for k, (kept, text) in SWITCHES.items()
-                if cfg.get(k, kept) != kept
-            ]
-            err = max(check["err"] for check in variant["checks"])
-            what = [run["draft"], ", ".join(switches) or "as described", cfg["d"]]
-            what.append(cfg.get("dtype", "float16"))
-            for p in variant["perf"]:
-                rates = [f"{p['hopper']:.0f}", f"{p['cudnn']:.0f}", f"{p['ratio']:.2f}"]
-                rows.append([*what, f"{p['n']:,}", yes(p["causal"]), *rates, f"{err:.1e}"])
+    runs = load("flash-hopper-drafts-h200.json")["runs"]
+    for run, variant in ((r, v) for r in runs for v in r["variants"]):  # every draft's variants
+        cfg = variant["cfg"]
+        changed = [(k, text) for k, (kept, text) in SWITCHES.items() if cfg.get(k, kept) != kept]
+        switches = [text.format(cfg[k]) for k, text in changed]
+        err = max(check["err"] for check in variant["checks"])
+        what = [run["draft"], ", ".join(switches) or "as described", cfg["d"]]
+        what.append(cfg.get("dtype", "float16"))
+        for p in variant["perf"]:
+            rates = [f"{p['hopper']:.0f}", f"{p['cudnn']:.0f}", f"{p['ratio']:.2f}"]
+            rows.append([*what, f"{p['n']:,}", yes(p["causal"]), *rates, f"{err:.1e}"])
     header = "draft | variant | d | dtype | N | causal | TFLOP/s | cuDNN | ÷ cuDNN | max error"
     return markdown_table(header, rows)
 

@@ -93,8 +93,9 @@ def accuracy() -> str:
     ]
     rows = []
     for name, q, k, v in data:
-        out = lambda k, v, q=q: attention_ref(q[:, :, None], k, v)[:, :, 0]  # one decode row
-        e8, e16 = (out(rounded(k, how), rounded(v, how)) - out(k, v) for how in ("e4m3", "float16"))
+        out = lambda keys, values, q=q: attention_ref(q[:, :, None], keys, values)[:, :, 0]
+        ref = out(k, v)  # one decode row per sequence
+        e8, e16 = (out(rounded(k, how), rounded(v, how)) - ref for how in ("e4m3", "float16"))
         errors = [f"{rms(e8):.2e}", f"{rms(e16):.2e}", f"{rms(e8) / rms(e16):.0f}"]
         rows.append([name, *errors, *(f"{e.abs().max().item():.2e}" for e in (e8, e16))])
     header = "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS"
