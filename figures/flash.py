@@ -9,7 +9,7 @@ import itertools
 import math
 from collections import defaultdict
 
-from figures.core import h200_measured, load, markdown_table, roofline_svg
+from figures.core import h200_measured, load, markdown_table, roofline_svg, yes
 from minimodel.attention_flash import FLASH_CONFIGS, SMEM_BUDGET, smem_bytes
 from minimodel.ceilings import HARDWARE
 from minimodel.roofline import attention_flops as flops_of
@@ -64,11 +64,10 @@ def masks_table() -> str:
         floor = attention_min_bytes(*shape)
         label = "causal, W={window}".format(**mask) if "window" in mask else "causal"
         heads = "MHA" if hkv == MASK_HQ else f"{MASK_HQ}/{hkv}"
-        rows.append(
-            [f"{n:,}", label if mask else "dense", heads, f"{flops / 1e9:,.0f}"]
-            + [f"{flops / dense_flops:.3f}", f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}"]
-            + [mib(floor), f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]
-        )
+        cells = [f"{flops / 1e9:,.0f}", f"{flops / dense_flops:.3f}"]  # FLOPs
+        cells += [f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}", mib(floor)]  # bytes
+        cells += [f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]  # intensities
+        rows.append([f"{n:,}", label if mask else "dense", heads, *cells])
     header = "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse)"
     header += " | Flash bytes / dense | compulsory MiB | I Flash (no reuse) | I compulsory"
     return markdown_table(header, rows)
@@ -155,12 +154,10 @@ def sweep_best_table() -> str:
         best_cfg, best = max(impls["minimodel"].items(), key=lambda kv: kv[1]["tflops"])
         rate = no_reuse_rate(key, best_cfg, best["ms"])
         cudnn, tf = impls["sdpa_cudnn"]["tflops"], best["tflops"]
-        rows.append(
-            [d, "yes" if causal else "no", f"{n:,}", f"{b} x {h}", cfg(best_cfg), f"{tf:.0f}"]
-            + [f"{cudnn:.0f}", f"{impls['sdpa_flash']['tflops']:.0f}", f"{tf / cudnn:.0%}"]
-            + [f"{tf * 1e12 / roof.peak_flops:.0%}"]
-            + [f"{rate / 1e12:.1f}" + (" (> copy)" if rate > roof.bandwidth else "")]
-        )
+        rates = [f"{x:.0f}" for x in (tf, cudnn, impls["sdpa_flash"]["tflops"])]
+        rates += [f"{tf / cudnn:.0%}", f"{tf * 1e12 / roof.peak_flops:.0%}"]
+        bound = f"{rate / 1e12:.1f}" + (" (> copy)" if rate > roof.bandwidth else "")
+        rows.append([d, yes(causal), f"{n:,}", f"{b} x {h}", cfg(best_cfg), *rates, bound])
     header = "d | causal | N | B x H | best (BM, BN, warps, stages) | TFLOP/s | cuDNN | FA2 (SDPA)"
     return markdown_table(f"{header} | best / cuDNN | of matmul | TB/s if no reuse", rows)
 
