@@ -18,8 +18,6 @@ from minimodel.roofline_plot import POINT_COLOR
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
 VARIANTS = ["fp8_kv_decode", "verification", "mixed_batch", "sliding_window_prefill"]
 VARIANT = {f: i for i, f in enumerate([*VARIANTS, "cross_attention", "mqa_decode"], 1)}
-
-
 ERROR_BAR = 0.25  # an error past a quarter is marked, and the page explains it
 
 
