@@ -65,7 +65,7 @@ def _check(events) -> None:
     tc = sorted((s, e) for row, _, s, e, _ in events if row == "tensor cores")
     assert all(a[1] <= b[0] for a, b in zip(tc, tc[1:], strict=False)), "products overlap"
     for wg in ("WG0", "WG1"):
-        # its products "PV0 (WG0)", ... on the tensor cores, its softmaxes "softmax S0", ...
+        # by name: its products ("PV0 (WG0)", on the tensor cores), its softmaxes ("S0")
         pv = {lab.split()[0]: (s, e) for _, k, s, e, lab in events if k == "PV" and wg in lab}
         sm = {lab[8:]: (s, e) for row, k, s, e, lab in events if (row, k) == (wg, "softmax")}
         for t in range(len(pv) - 1):
