@@ -81,13 +81,8 @@ def grid_table(data: dict, dtype: str) -> str:
 
 def bar_points(data: dict) -> list[tuple]:
     """The points of both bars: d = 128, N >= 2048 of the grid, fp16 and bf16, causal and not."""
-    return [
-        grid_key(dtype, BAR_D, n, causal)
-        for dtype in DTYPES
-        for causal in (False, True)
-        for n in grid_lengths(data)
-        if n >= BAR_MIN_N
-    ]
+    points = itertools.product(DTYPES, (False, True), grid_lengths(data))
+    return [grid_key(dtype, BAR_D, n, causal) for dtype, causal, n in points if n >= BAR_MIN_N]
 
 
 def point(key: tuple) -> list:
@@ -170,9 +165,8 @@ def exp_roof_table(data: dict) -> str:
                 med = statistics.median(rates)
                 cells.append(f"{med:.0f} ({med * 1e12 / cap:.0%})")
         overlapped = roof.attention_roof(d, overlapped=True) / 1e12
-        rows.append(
-            [d, f"{cap / 1e12:.0f} ({cap / roof.peak_flops:.0%})", f"{overlapped:.0f}", *cells]
-        )
+        caps = [f"{cap / 1e12:.0f} ({cap / roof.peak_flops:.0%})", f"{overlapped:.0f}"]
+        rows.append([d, *caps, *cells])
     header = ["d", "cap, not overlapped (of matmul)", "cap, overlapped"]
     return markdown_table(header + [IMPLS[i][0] for i in EXP_IMPLS], rows)
 
@@ -180,19 +174,16 @@ def exp_roof_table(data: dict) -> str:
 def gqa_window_pairs(data: dict) -> list[tuple[str, dict, dict]]:
     """(comparison, baseline record, variant record): GQA against MHA at the same FLOPs, and a
     4,096-key window against full causal attention."""
-    idx = index(data["records"])
-    gqa = [
-        (
-            f"GQA vs MHA, N={n:,}, {'causal' if causal else 'non-causal'}",
-            *(idx[("gqa", "float16", 128, n, hkv, causal, None, "minimodel")] for hkv in (32, 8)),
-        )
-        for n in (2048, 8192)
-        for causal in (False, True)
-    ]
-    window = [
-        idx[("window", "float16", 128, 16384, 16, True, w, "minimodel")] for w in (None, 4096)
-    ]
-    return [*gqa, ("window W=4,096 vs full causal, N=16,384", *window)]
+    idx, pairs = index(data["records"]), []
+
+    def ours(group: str, n: int, hkv: int, causal: bool, window: int | None = None) -> dict:
+        return idx[(group, "float16", 128, n, hkv, causal, window, "minimodel")]
+
+    for n, causal in itertools.product((2048, 8192), (False, True)):
+        what = f"GQA vs MHA, N={n:,}, {'causal' if causal else 'non-causal'}"
+        pairs.append((what, ours("gqa", n, 32, causal), ours("gqa", n, 8, causal)))
+    window = [ours("window", 16384, 16, True, w) for w in (None, 4096)]
+    return [*pairs, ("window W=4,096 vs full causal, N=16,384", *window)]
 
 
 def gqa_window_table(data: dict) -> str:
@@ -213,9 +204,9 @@ def spreads(data: dict) -> list[float]:
 
 def figure(data: dict) -> bytes:
     idx, lengths, dims = index(data["records"]), grid_lengths(data), grid_dims(data)
-    fig, axes = plt.subplots(
-        len(dims), 2, figsize=(10, 0.6 + 3.5 * len(dims)), sharex=True, squeeze=False
-    )
+    size, peak = (10, 0.6 + 3.5 * len(dims)), data["ceilings"]["peak_flops"] / 1e12
+    fig, axes = plt.subplots(len(dims), 2, figsize=size, sharex=True, squeeze=False)
+    last = len(dims) - 1  # the bottom row
     for row, d in enumerate(dims):
         for col, causal in enumerate((False, True)):
             ax = axes[row][col]
@@ -224,18 +215,13 @@ def figure(data: dict) -> bytes:
                 ys = [float("nan") if y is None else y for y in ys]
                 width = 2.5 if impl in OURS else 1.2
                 ax.plot(lengths, ys, "o-", label=legend, color=color, linewidth=width)
-            peak = data["ceilings"]["peak_flops"] / 1e12
-            ax.axhline(
-                peak, color="grey", linestyle="--", linewidth=1, label="measured fp16 matmul"
-            )
+            ax.axhline(peak, color="grey", ls="--", linewidth=1, label="measured fp16 matmul")
             title = f"d={d}, {'causal' if causal else 'non-causal'}"
             ax.set(xscale="log", title=title, ylim=(0, None))
             ax.set_xticks(lengths, [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
             ax.grid(True, alpha=0.3)
-            if col == 0:
-                ax.set_ylabel("TFLOP/s (fp16)")
-            if row == len(dims) - 1:
-                ax.set_xlabel("sequence length N (16k tokens per batch)")
+            ax.set_ylabel("TFLOP/s (fp16)" if col == 0 else "")  # the outer panels only
+            ax.set_xlabel("sequence length N (16k tokens per batch)" if row == last else "")
     # One legend for all panels, below them: inside a panel it would cover some curve.
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)

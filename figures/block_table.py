@@ -1,6 +1,5 @@
 """Block tables and copy-on-write, drawn from the block manager itself (for Theory 03 and Lab 03).
 
-
 The scenario runs `minimodel.block_manager.BlockManager`: a prompt of PROMPT tokens is allocated
 in blocks of BLOCK_SIZE slots, the sequence is forked (the child's table lists the same physical
 blocks, each held twice), and one token is appended to the child. That token falls in the shared,
@@ -20,6 +19,7 @@ PROMPT = list(range(101, 111))  # 10 tokens: two full blocks and a last block ho
 PARENT, CHILD = 0, 1
 NEW_TOKEN = 999
 COLORS = {"shared": "#5b8e7d", "parent": "#f4a259", "copy": "#bc4b51", "free": "#eeeeee"}
+ARROW = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8, "color": "black"}
 
 
 def scenario() -> dict:
@@ -35,13 +35,7 @@ def scenario() -> dict:
     assert copy is not None and copy[0] == forked[CHILD][-1] == after[PARENT][-1], (copy, after)
     assert after[CHILD][-1] == copy[1] and after[CHILD][:-1] == after[PARENT][:-1], after
     tokens = {PARENT: len(PROMPT), CHILD: len(PROMPT) + 1}
-    return {
-        "forked": forked,
-        "after": after,
-        "copy": copy,
-        "tokens": tokens,
-        "free": bm.num_free_blocks,
-    }
+    return {"forked": forked, "after": after, "copy": copy, "tokens": tokens}
 
 
 def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title: str) -> None:
@@ -76,18 +70,13 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
                 corner, style = (x + 0.05 + s * 0.3, y + 0.08), {"edgecolor": "#555555", "lw": 0.4}
                 ax.add_patch(Rectangle(corner, 0.28, 0.22, facecolor=ink, **style))
             ax.text(x + 0.65, y + 0.55, f"logical {i}", ha="center", va="center", fontsize=7)
-            px = 1.15 + p * 1.05 + 0.45
-            start, end = (
-                ((x + 0.65, y), (px, 3.4)) if seq == PARENT else ((x + 0.65, y + 0.8), (px, 2.6))
-            )
-            ax.add_patch(
-                FancyArrowPatch(
-                    start, end, arrowstyle="-|>", mutation_scale=8, lw=0.8, color="black"
-                )
-            )
+            # from the logical block's edge that faces the pool to the physical block's
+            y_from, y_to = (y, 3.4) if seq == PARENT else (y + 0.8, 2.6)
+            ends = (x + 0.65, y_from), (1.15 + p * 1.05 + 0.45, y_to)
+            ax.add_patch(FancyArrowPatch(*ends, **ARROW))
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     s = scenario()
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
     forked = f"after fork({PARENT}, {CHILD}): one set of blocks, each held twice"
@@ -95,14 +84,8 @@ def figure() -> bytes:
     src, dst = s["copy"]
     copied = f"after append_slot({CHILD}): copy-on-write, block {src} -> block {dst}"
     _panel(axes[1], s["after"], s["tokens"], s["copy"], copied)
-    what = (
-        f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a {len(PROMPT)}-token prompt, "
-    )
-    what += "forked, one token appended to the fork. Dark slots hold a token."
+    what = f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a {len(PROMPT)}-token "
+    what += "prompt, forked, one token appended to the fork. Dark slots hold a token."
     fig.text(0.5, 0.02, what, ha="center", fontsize=8)
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/block-table-cow.svg": figure()}
+    return {"figures/block-table-cow.svg": svg(fig)}

@@ -101,10 +101,7 @@ def rows(data: dict) -> list[dict]:
 
 
 def mib(x: float | None) -> str:
-    if x is None:
-        return "—"
-    x /= MIB
-    return f"{x:,.3f}" if x < 10 else f"{x:,.1f}"
+    return "—" if x is None else format(x / MIB, ",.3f" if x < 10 * MIB else ",.1f")
 
 
 def ratio(a: float | None, b: float | None) -> str:
@@ -123,32 +120,30 @@ def measured_table(data: dict) -> str:
         c, m = row["case"], row["model"]
         dram_model = None if m is None else m["read"] + m["write"]
         tiled = None if m is None else m.get("read_tiled")
-        body.append(
-            [f"{c.n:,}", IMPL[c.impl], c.heads, f"`{row['kernel']}`"]
-            + compared(dram_model, row["dram"], tiled, row["l2_to_sm"], row["warm"])
-        )
+        cells = compared(dram_model, row["dram"], tiled, row["l2_to_sm"], row["warm"])
+        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, f"`{row['kernel']}`", *cells])
     header = "N | implementation | heads | kernel | DRAM model | DRAM measured | ratio"
     return markdown_table(f"{header} | L2→SM model | L2→SM measured | ratio | DRAM, warm", body)
 
 
+def summed(models: list[dict | None], key: str) -> int | None:
+    """A count summed over a case's kernels; None if a kernel has no model or no such count."""
+    return None if any(m is None or key not in m for m in models) else sum(m[key] for m in models)
+
+
 def case_totals(data: dict) -> dict[str, dict]:
-    """Per case: the model and the measurement summed over its kernels (a model None if a
-    kernel has none)."""
-    out: dict[str, dict] = {}
+    """Per case: the measurement and the model summed over its kernels."""
+    by_case: dict[str, list[dict]] = {}  # its rows, one per kernel
     for row in rows(data):
-        m = row["model"]
-        zero = {"dram_model": 0, "tiled": 0, "dram": 0.0, "l2_to_sm": 0.0, "warm": 0.0}
-        zero["kernels"] = 0
-        t = out.setdefault(row["case"].id, {"case": row["case"], **zero})
-        t["kernels"] += 1
-        for k in ("dram", "l2_to_sm", "warm"):
-            t[k] += row[k]
-        if m is None or t["dram_model"] is None:
-            t["dram_model"] = None
-        else:
-            t["dram_model"] += m["read"] + m["write"]
-        untiled = m is None or "read_tiled" not in m or t["tiled"] is None
-        t["tiled"] = None if untiled else t["tiled"] + m["read_tiled"]
+        by_case.setdefault(row["case"].id, []).append(row)
+    out = {}
+    for case_id, kernels in by_case.items():
+        models = [k["model"] for k in kernels]
+        read, write, tiled = (summed(models, key) for key in ("read", "write", "read_tiled"))
+        t = dict(case=kernels[0]["case"], kernels=len(kernels), read=read, write=write, tiled=tiled)
+        t["dram_model"] = None if read is None else read + write
+        t |= {key: sum(k[key] for k in kernels) for key in ("dram", "l2_to_sm", "warm")}
+        out[case_id] = t
     return out
 
 
@@ -170,15 +165,10 @@ def model_table(data: dict) -> str:
     """The four functions evaluated at every case, with the tiles the measurement ran."""
     body = []
     for t in case_totals(data).values():
-        if t["dram_model"] is None:
-            continue
-        c, entry = t["case"], data["cases"][t["case"].id]
-        ms = [m for _, m in kernel_models(c, entry["params"], entry["all"])]
-        read, write = sum(m["read"] for m in ms), sum(m["write"] for m in ms)
-        tiled = sum(m["read_tiled"] for m in ms) if all("read_tiled" in m for m in ms) else None
-        f = flops(c)
-        sizes = [mib(read), mib(tiled), mib(write), f"{f / 1e9:,.3f}", f"{f / (read + write):,.1f}"]
-        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, *sizes])
+        if t["dram_model"] is not None:
+            c, f = t["case"], flops(t["case"])
+            sizes = [mib(t["read"]), mib(t["tiled"]), mib(t["write"]), f"{f / 1e9:,.3f}"]
+            body.append([f"{c.n:,}", IMPL[c.impl], c.heads, *sizes, f"{f / t['dram_model']:,.1f}"])
     header = "N | implementation | heads | read (MiB) | read_tiled | write | FLOPs (G)"
     return markdown_table(f"{header} | I = F / (read + write)", body)
 

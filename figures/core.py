@@ -95,6 +95,21 @@ def check_labels(boxes: Sequence[LabelBox], figure: str) -> None:
         sys.exit(f"{figure}: labels overlap: {clashes}")
 
 
+def spots(points: Sequence[tuple], within: float, apart=lambda item: None) -> list[list]:
+    """The points [(x, y, item)] grouped by the spot they mark on log axes, for one label each: a
+    point joins the first group whose first point is within `within` of it in x and in y
+    (relative) and whose items `apart` does not tell apart."""
+    groups: list[list] = []
+    for x, y, item in points:
+        close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < within and abs(y / g[0][1] - 1) < within
+        near = (g for g in groups if close(g) and apart(g[0][2]) == apart(item))
+        if (group := next(near, None)) is not None:
+            group.append((x, y, item))
+        else:
+            groups.append([(x, y, item)])
+    return groups
+
+
 def legend_entry(**style) -> Line2D:
     """A legend's entry: a line or marker of `style`, drawn nowhere."""
     return Line2D([], [], **style)

@@ -34,11 +34,9 @@ def outputs() -> dict[str, str | bytes]:
         cache.append(f"{per_token * CONTEXT * BATCH / 2**30:,.1f}")
         rates = [f"{rate / 1e12:,.0f}", f"{flops / rate * 1e6:,.1f}"]
         rows.append([name, heads, *cache, f"{i:,.1f}", bound, *rates])
-    header = (
-        "layout | heads (q / kv) | cache KiB per token (layers) | cache GiB at "
-        f"B={BATCH}, N={CONTEXT} | decode I (FLOP/B) | bound (ridge {roof.ridge:.0f}) | "
-        "attainable TFLOP/s | floor µs per layer"
-    )
+    header = "layout | heads (q / kv) | cache KiB per token (layers)"
+    header += f" | cache GiB at B={BATCH}, N={CONTEXT} | decode I (FLOP/B)"
+    header += f" | bound (ridge {roof.ridge:.0f}) | attainable TFLOP/s | floor µs per layer"
     points = [RooflinePoint(name, flops / nbytes) for name, _, _, _, flops, nbytes in layouts()]
     title = f"Decode attention, one layer, B={BATCH}, N={CONTEXT}, fp16"
     return {

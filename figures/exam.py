@@ -12,14 +12,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from bench.exam import MEASURED, PREDICTIONS
-from figures.core import legend_entry, markdown_table, measured_roofline
+from figures.core import legend_entry, markdown_table, measured_roofline, spots
 from minimodel.roofline_plot import POINT_COLOR
 
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
 VARIANTS = ["fp8_kv_decode", "verification", "mixed_batch", "sliding_window_prefill"]
 VARIANT = {f: i for i, f in enumerate([*VARIANTS, "cross_attention", "mqa_decode"], 1)}
-
-
 ERROR_BAR = 0.25  # an error past a quarter is marked, and the page explains it
 
 
@@ -92,10 +90,8 @@ def prediction_rows(data: dict) -> list[list]:
             parts = [by_key["mixed_batch", "prefill"], c]
             flops, nbytes, us = (sum(p[f] for p in parts) for f in ("flops", "bytes", "time_us"))
             sizes = [f"{flops / 1e9:,.2f}", f"{nbytes / 1e6:,.1f}", ""]
-            apart = "apart: `prefill`, then `decode`"
-            rows.append(
-                ["3", apart, *sizes, "each its own", f"{us:,.1f}", us, ("mixed_batch", "apart")]
-            )
+            sizes = [*sizes, "each its own", f"{us:,.1f}", us]
+            rows.append(["3", "apart: `prefill`, then `decode`", *sizes, ("mixed_batch", "apart")])
     return rows
 
 
@@ -127,8 +123,7 @@ def errors_table(data: dict, measured: dict | None) -> str:
     by = measured_us(measured)
     rows, notes = [], {}
     for r in prediction_rows(data):
-        function, case = r[-1]
-        predicted = r[-2]
+        predicted, (function, case) = r[-2:]
         ours, cudnn = by.get((function, case, "ours")), by.get((function, case, "sdpa_cudnn"))
         for rec in (ours, cudnn):
             if rec is not None and "us" not in rec:
@@ -155,34 +150,16 @@ def errors_table(data: dict, measured: dict | None) -> str:
 # --- the figure ----------------------------------------------------------------------------------
 
 
-def merged_labels(points: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
-    """Points within 5% of each other on both log axes share one label ("1 fp16; 6 gqa8")."""
-    groups: list[list[tuple[float, float, str]]] = []
-    for x, y, text in sorted(points):
-        for g in groups:
-            if abs(x / g[0][0] - 1) < 0.05 and abs(y / g[0][1] - 1) < 0.05:
-                g.append((x, y, text))
-                break
-        else:
-            groups.append([(x, y, text)])
-    return [(g[0][0], g[0][1], "; ".join(sorted(t for _, _, t in g))) for g in groups]
-
-
 def figure(data: dict, measured: dict | None = None) -> bytes:
-    r = data["roofs"]
-    predicted = [
-        (c["intensity"], c["flops"] / (c["time_us"] * 1e-6) / 1e12, label(c)) for c in data["cases"]
-    ]
-    by = measured_us(measured)
+    r, by = data["roofs"], measured_us(measured)
+    tflops = lambda case, us: case["flops"] / (us * 1e-6) / 1e12  # its rate if it takes `us`
+    predicted = [(c["intensity"], tflops(c, c["time_us"]), label(c)) for c in data["cases"]]
     # a measured point: the predicted intensity (the bytes were not measured), the measured rate
-    marks = {
-        impl: [
-            (c["intensity"], c["flops"] / (rec["us"] * 1e-6) / 1e12, y)
-            for c, (_, y, _) in zip(data["cases"], predicted, strict=True)
-            if (rec := by.get((c["function"], c["case"], impl))) and "us" in rec
-        ]
-        for impl in ("ours", "sdpa_cudnn")
-    }
+    marks: dict[str, list] = {"ours": [], "sdpa_cudnn": []}  # (x, y, the predicted y)
+    for c, (_, y, _) in zip(data["cases"], predicted, strict=True):
+        for impl, points in marks.items():
+            if "us" in (rec := by.get((c["function"], c["case"], impl), {})):
+                points.append((c["intensity"], tflops(c, rec["us"]), y))
 
     def draw(ax):
         for x, y, _ in predicted:
@@ -193,26 +170,22 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
         for x, y, _ in marks["sdpa_cudnn"]:
             ax.plot(x, y, "D", color=ANCHOR_COLOR, markersize=4)
         rates = [y for _, y, _ in predicted] + [y for m in marks.values() for _, y, _ in m]
-        return rates, merged_labels(predicted)
+        # predicted points within 5% of each other share one label ("1 fp16; 6 gqa8")
+        groups = spots(sorted(predicted), 0.05)
+        return rates, [(*g[0][:2], "; ".join(sorted(t for _, _, t in g))) for g in groups]
 
-    styles = {"64": ":", "128": "--"}
-    flat = [
-        (styles[d], roof, f"attention's compute roof, d = {d}: {roof / 1e12:.0f} TFLOP/s")
-        for d, roof in r["attention_roof"].items()
-    ]
-    hollow = dict(markerfacecolor="white", markeredgecolor=POINT_COLOR)
-    handles = [
-        legend_entry(ls="", marker="o", **hollow, label="predicted: data/exam-predictions.json")
-    ]
+    styles, compute_roofs = {"64": ":", "128": "--"}, r["attention_roof"]
+    text = "attention's compute roof, d = {}: {:.0f} TFLOP/s"
+    flat = [(styles[d], roof, text.format(d, roof / 1e12)) for d, roof in compute_roofs.items()]
+    hollow = dict(ls="", marker="o", markerfacecolor="white", markeredgecolor=POINT_COLOR)
+    handles = [legend_entry(**hollow, label="predicted: data/exam-predictions.json")]
     title = "The exam's cases on the H200's measured roofline: predicted (hollow)"
     if measured is not None:
         title += ", measured (filled)"
         ours = "measured, ours: data/exam-h200.json (graph replay)"
         handles.append(legend_entry(ls="", marker="o", color=POINT_COLOR, label=ours))
         cudnn = "measured, SDPA cuDNN on contiguous tensors"
-        handles.append(
-            legend_entry(ls="", marker="D", color=ANCHOR_COLOR, markersize=4, label=cudnn)
-        )
+        handles.append(legend_entry(ls="", marker="D", color=ANCHOR_COLOR, ms=4, label=cudnn))
     roofs = SimpleNamespace(**r)
     style = {"figsize": (9, 6.5), "title": title, "handles": handles, "ncol": 2}
     intensities = [x for x, _, _ in predicted]

@@ -5,10 +5,11 @@ from minimodel.roofline; the tile-fit estimates are computed here, with the hard
 below. The page's claims about the sweep and the exponential roof are tests over the data
 (tests/test_data_claims.py, test_flash_*)."""
 
+import itertools
 import math
 from collections import defaultdict
 
-from figures.core import h200_measured, load, markdown_table, roofline_svg
+from figures.core import h200_measured, load, markdown_table, roofline_svg, yes
 from minimodel.attention_flash import FLASH_CONFIGS, SMEM_BUDGET, smem_bytes
 from minimodel.ceilings import HARDWARE
 from minimodel.roofline import attention_flops as flops_of
@@ -31,26 +32,19 @@ def bytes_table() -> str:
     """Bytes and intensity per (batch, head), MHA, no mask: naive, tiled Flash, compulsory."""
     datasheet, measured = HARDWARE["H200"], h200_measured()
     rows = []
-    for n in (64, 2048, 8192):
-        for d in (64, 128):
-            shape = (1, 1, 1, n, n, d)
-            counted = [
-                ("naive (S, P in HBM)", naive_attention_bytes(*shape)),
-                *(
-                    (f"Flash, BLOCK_M={bm}, no reuse", flash_attention_bytes(*shape, block_m=bm))
-                    for bm in (64, 128)
-                ),
-                ("compulsory", attention_min_bytes(*shape)),
-            ]
-            for label, nbytes in counted:
-                i = flops_of(1, 1, n, n, d) / nbytes
-                roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
-                rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
+    for n, d in itertools.product((64, 2048, 8192), (64, 128)):
+        shape = (1, 1, 1, n, n, d)
+        flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
+        counted = [("naive (S, P in HBM)", naive_attention_bytes(*shape))]
+        counted += [(f"Flash, BLOCK_M={bm}, no reuse", f) for bm, f in flash.items()]
+        counted.append(("compulsory", attention_min_bytes(*shape)))
+        for label, nbytes in counted:
+            i = flops_of(1, 1, n, n, d) / nbytes
+            roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
+            rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
     header = "N | d | bytes counted | MiB per head | I (FLOP/B) | attainable TFLOP/s, datasheet"
-    return markdown_table(
-        f"{header} (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})",
-        rows,
-    )
+    header += f" (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})"
+    return markdown_table(header, rows)
 
 
 MASK_HQ, MASK_D, MASK_BM, MASK_BN, MASK_W = 32, 128, 128, 64, 1024
@@ -58,12 +52,9 @@ MASK_HQ, MASK_D, MASK_BM, MASK_BN, MASK_W = 32, 128, 128, 64, 1024
 
 def masks_table() -> str:
     """FLOPs and bytes of masks and GQA against dense MHA."""
-    cases = [
-        (n, MASK_HQ, mask)
-        for n in (2048, 8192, 32768)
-        for mask in ({}, {"causal": True}, {"causal": True, "window": MASK_W})
-    ]
-    cases += [(8192, hkv, mask) for hkv in (8, 1) for mask in ({}, {"causal": True})]
+    masks = ({}, {"causal": True}, {"causal": True, "window": MASK_W})
+    cases = [(n, MASK_HQ, mask) for n in (2048, 8192, 32768) for mask in masks]
+    cases += [(8192, hkv, mask) for hkv in (8, 1) for mask in masks[:2]]  # GQA, MQA: no window
     rows = []
     for n, hkv, mask in cases:
         shape, tiles = (1, MASK_HQ, hkv, n, n, MASK_D), {"block_m": MASK_BM, "block_n": MASK_BN}
@@ -73,15 +64,13 @@ def masks_table() -> str:
         floor = attention_min_bytes(*shape)
         label = "causal, W={window}".format(**mask) if "window" in mask else "causal"
         heads = "MHA" if hkv == MASK_HQ else f"{MASK_HQ}/{hkv}"
-        rows.append(
-            [f"{n:,}", label if mask else "dense", heads, f"{flops / 1e9:,.0f}"]
-            + [f"{flops / dense_flops:.3f}", f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}"]
-            + [mib(floor), f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]
-        )
-    header = (
-        "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse) | Flash bytes / dense"
-    )
-    return markdown_table(f"{header} | compulsory MiB | I Flash (no reuse) | I compulsory", rows)
+        cells = [f"{flops / 1e9:,.0f}", f"{flops / dense_flops:.3f}"]  # FLOPs
+        cells += [f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}", mib(floor)]  # bytes
+        cells += [f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]  # intensities
+        rows.append([f"{n:,}", label if mask else "dense", heads, *cells])
+    header = "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse)"
+    header += " | Flash bytes / dense | compulsory MiB | I Flash (no reuse) | I compulsory"
+    return markdown_table(header, rows)
 
 
 def smem(d: int, bm: int, bn: int, stages: int) -> int:
@@ -154,10 +143,8 @@ def cfg(c: tuple) -> str:
 def no_reuse_rate(key: tuple, config: tuple, ms: float) -> float:
     """Bytes/s the run would have needed from HBM if no tile were reused (it stored no lse)."""
     d, causal, n, b, h = key
-    nbytes = flash_attention_bytes(
-        b, h, h, n, n, d, block_m=config[0], block_n=config[1], causal=causal, lse=False
-    )
-    return nbytes / (ms * 1e-3)
+    tiles = {"block_m": config[0], "block_n": config[1]}
+    return flash_attention_bytes(b, h, h, n, n, d, **tiles, causal=causal, lse=False) / (ms * 1e-3)
 
 
 def sweep_best_table() -> str:
@@ -167,12 +154,10 @@ def sweep_best_table() -> str:
         best_cfg, best = max(impls["minimodel"].items(), key=lambda kv: kv[1]["tflops"])
         rate = no_reuse_rate(key, best_cfg, best["ms"])
         cudnn, tf = impls["sdpa_cudnn"]["tflops"], best["tflops"]
-        rows.append(
-            [d, "yes" if causal else "no", f"{n:,}", f"{b} x {h}", cfg(best_cfg), f"{tf:.0f}"]
-            + [f"{cudnn:.0f}", f"{impls['sdpa_flash']['tflops']:.0f}", f"{tf / cudnn:.0%}"]
-            + [f"{tf * 1e12 / roof.peak_flops:.0%}"]
-            + [f"{rate / 1e12:.1f}" + (" (> copy)" if rate > roof.bandwidth else "")]
-        )
+        rates = [f"{x:.0f}" for x in (tf, cudnn, impls["sdpa_flash"]["tflops"])]
+        rates += [f"{tf / cudnn:.0%}", f"{tf * 1e12 / roof.peak_flops:.0%}"]
+        bound = f"{rate / 1e12:.1f}" + (" (> copy)" if rate > roof.bandwidth else "")
+        rows.append([d, yes(causal), f"{n:,}", f"{b} x {h}", cfg(best_cfg), *rates, bound])
     header = "d | causal | N | B x H | best (BM, BN, warps, stages) | TFLOP/s | cuDNN | FA2 (SDPA)"
     return markdown_table(f"{header} | best / cuDNN | of matmul | TB/s if no reuse", rows)
 
@@ -196,13 +181,11 @@ def sweep_configs_table() -> str:
                 tf = runs[c]["tflops"] if c in runs else None
                 cells.append(f"{tf:.0f} ({tf / best:.0%})" if tf is not None else "not run")
             s = smem(d, c[0], c[1], c[3])
-            rows.append(
-                [d, cfg(c), f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3]), *cells]
-            )
+            fit = [f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3])]
+            rows.append([d, cfg(c), *fit, *cells])
     header = "d | (BM, BN, warps, stages) | shared KiB | blocks/SM (shared) | regs/thread (est.)"
-    header = header.split(" | ")
-    header += [f"N={n:,}{', causal' if causal else ''}" for d, causal, n, _, _ in shapes if d == 64]
-    return markdown_table(header, rows)
+    shapes = [f"N={n:,}{', causal' if causal else ''}" for d, causal, n, _, _ in shapes if d == 64]
+    return markdown_table(header.split(" | ") + shapes, rows)
 
 
 EXP_IMPLS = {"minimodel": "ours", "sdpa_cudnn": "cuDNN", "sdpa_flash": "FA2 (SDPA)"}
@@ -218,24 +201,19 @@ def exp_roof_rows() -> list[dict]:
         exp_time, mma_time = 1 / roof.exp_rate, 4 * d / roof.peak_flops  # per score
         key = ("fa2", "float16", False, d)
         runs = [r for r in records if (r["group"], r["dtype"], r["causal"], r["d"]) == key]
-        best = {
-            impl: max((r for r in runs if r["impl"] == impl), key=lambda r: r["tflops"])
-            for impl in EXP_IMPLS
-        }
+        rate = lambda r: r["tflops"]
+        best = {i: max((r for r in runs if r["impl"] == i), key=rate) for i in EXP_IMPLS}
         cap, overlapped = roof.attention_roof(d), roof.attention_roof(d, overlapped=True)
         share = exp_time / (exp_time + mma_time)
-        rows.append(
-            {"d": d, "cap": cap, "overlapped": overlapped, "exp_share": share, "best": best}
-        )
+        rows.append(dict(d=d, cap=cap, overlapped=overlapped, exp_share=share, best=best))
     return rows
 
 
 def exp_roof_table() -> str:
     roof, out = h200_measured(), []
     for r in exp_roof_rows():
-        best = [
-            f"{b['tflops']:.0f} ({b['tflops'] * 1e12 / r['cap']:.0%})" for b in r["best"].values()
-        ]
+        rates = [b["tflops"] for b in r["best"].values()]
+        best = [f"{rate:.0f} ({rate * 1e12 / r['cap']:.0%})" for rate in rates]
         cap = f"{r['cap'] / 1e12:.0f} ({r['cap'] / roof.peak_flops:.0%})"
         cells = [r["d"], 4 * r["d"], f"{r['exp_share']:.0%}", cap, f"{r['overlapped'] / 1e12:.0f}"]
         out.append([*cells, *best])
@@ -254,10 +232,8 @@ def figure_points() -> list[RooflinePoint]:
             one_tile = flash_attention_bytes(*shape, block_m=128)
             cases.append(("Flash (one tile) ~ compulsory", one_tile))
         else:
-            cases += [
-                (f"Flash BM={bm}, no reuse", flash_attention_bytes(*shape, block_m=bm))
-                for bm in (64, 128)
-            ]
+            flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
+            cases += [(f"Flash BM={bm}, no reuse", nbytes) for bm, nbytes in flash.items()]
             cases.append(("compulsory", attention_min_bytes(*shape)))
         flops = flops_of(b, h, n, n, d)
         points += [RooflinePoint(f"{label} N={n}", flops / nbytes) for label, nbytes in cases]

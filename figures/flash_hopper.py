@@ -5,43 +5,34 @@ Triton's automatic warp specialisation did to Lab 02's kernel (from bench.autows
 
 import re
 
-from figures.core import DATA, load, markdown_table, yes
+from figures.core import load, markdown_table, yes
 
 ABLATION = {"hopper": "kept kernel", "hopper, no ping-pong": "no ping-pong"}
 ABLATION |= {"hopper, one program per item pair": "not persistent", "hopper, neither": "neither"}
 ABLATION |= {"lab02": "Lab 02", "sdpa_cudnn": "cuDNN"}
+# A draft's switches: the kept kernel's setting, and how a draft that differs is named
+SWITCHES = {"PERSISTENT": (True, "not persistent"), "PINGPONG": (True, "no ping-pong")}
+SWITCHES |= {"CONSUMER_REGS": (240, "{} registers"), "STAGES": (2, "{} stages")}
 
 
 def drafts_table() -> str:
     rows = []
-    for run in load("flash-hopper-drafts-h200.json")["runs"]:
-        for variant in run["variants"]:
-            cfg = variant["cfg"]
-            switches = []
-            if cfg.get("PERSISTENT") is False:
-                switches.append("not persistent")
-            if cfg.get("PINGPONG") is False:
-                switches.append("no ping-pong")
-            if cfg.get("CONSUMER_REGS", 240) != 240:
-                switches.append(f"{cfg['CONSUMER_REGS']} registers")
-            if cfg.get("STAGES", 2) != 2:
-                switches.append(f"{cfg['STAGES']} stages")
-            err = max(check["err"] for check in variant["checks"])
-            what = [run["draft"], ", ".join(switches) or "as described", cfg["d"]]
-            what.append(cfg.get("dtype", "float16"))
-            for p in variant["perf"]:
-                rates = [f"{p['hopper']:.0f}", f"{p['cudnn']:.0f}", f"{p['ratio']:.2f}"]
-                rows.append([*what, f"{p['n']:,}", yes(p["causal"]), *rates, f"{err:.1e}"])
+    runs = load("flash-hopper-drafts-h200.json")["runs"]
+    for run, variant in ((r, v) for r in runs for v in r["variants"]):  # every draft's variants
+        cfg = variant["cfg"]
+        changed = [(k, text) for k, (kept, text) in SWITCHES.items() if cfg.get(k, kept) != kept]
+        switches = [text.format(cfg[k]) for k, text in changed]
+        err = max(check["err"] for check in variant["checks"])
+        what = [run["draft"], ", ".join(switches) or "as described", cfg["d"]]
+        what.append(cfg.get("dtype", "float16"))
+        for p in variant["perf"]:
+            rates = [f"{p['hopper']:.0f}", f"{p['cudnn']:.0f}", f"{p['ratio']:.2f}"]
+            rows.append([*what, f"{p['n']:,}", yes(p["causal"]), *rates, f"{err:.1e}"])
     header = "draft | variant | d | dtype | N | causal | TFLOP/s | cuDNN | ÷ cuDNN | max error"
     return markdown_table(header, rows)
 
 
 def ablation_table() -> str:
-    if not (DATA / "flash-hopper-ablation-h200.json").exists():
-        return (
-            "*Not measured yet: `python -m bench.ablate_hopper` on the H200 writes "
-            "`data/flash-hopper-ablation-h200.json`.*\n"
-        )
     data = load("flash-hopper-ablation-h200.json")
     names = [*data["variants"], "lab02", "sdpa_cudnn"]
     rows = []
@@ -54,12 +45,8 @@ def ablation_table() -> str:
         f"TFLOP/s (÷ cuDNN) at d = 128, fp16, B = 16384 / N, H = 16, measured in one process "
         f"on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, commit "
         f"{env['commit']}, {env['date'][:10]}) by `bench/ablate_hopper.py` "
-        "(`data/flash-hopper-ablation-h200.json`); "
+        "(`data/flash-hopper-ablation-h200.json`); GPU time under CUDA-graph replay (medians)."
     )
-    if "graph" in data["timing"]:
-        note += "GPU time under CUDA-graph replay (medians)."
-    else:
-        note += "medians of `triton.testing.do_bench` (eager)."
     return markdown_table(["N", "causal", *(ABLATION[n] for n in names)], rows) + f"\n{note}\n"
 
 

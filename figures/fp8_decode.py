@@ -2,14 +2,13 @@
 shape from minimodel.roofline and the H200's measured copy rate (data/ceilings-h200.json); the
 accuracy of the rounding, computed here in float64 with PyTorch (what a cache that stores values
 rounded the 8-bit way, or the 16-bit way, gives: the arithmetic the kernels are tested to
-compute); and the H200 measurement from data/fp8-decode-h200.json (bench/fp8_decode.py), or a
-line saying that it is pending while that file does not exist."""
+compute); and the H200 measurement, data/fp8-decode-h200.json (bench/fp8_decode.py)."""
 
 import statistics
 
 import torch
 
-from figures.core import DATA, h200_measured, load, markdown_table, roofline_svg
+from figures.core import h200_measured, load, markdown_table, roofline_svg
 from minimodel.ceilings import HARDWARE
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
 from minimodel.paged_attention import dequantize_kv, quantize_kv
@@ -41,17 +40,11 @@ def prediction() -> str:
         seconds = c["step"] / bandwidth
         base = base or seconds
         cells = [f"{c['token']:,}", f"{c['step'] / 2**20:,.0f}", f"{c['flops'] / 1e9:.2f}"]
-        cells += [
-            f"{c['flops'] / c['step']:.2f}",
-            f"{seconds * 1e6:.1f}",
-            f"{B / seconds / 1e6:.3f}",
-        ]
-        rows.append([c["name"], *cells, f"{base / seconds:.2f}"])
-    header = (
-        "cache | bytes per token (one layer) | MiB per step | GFLOP per step | intensity "
-        "(FLOP/B) | µs at the copy rate | M tokens/s at the copy rate | vs 16-bit"
-    )
-    return markdown_table(header, rows) + (
+        times = [f"{seconds * 1e6:.1f}", f"{B / seconds / 1e6:.3f}", f"{base / seconds:.2f}"]
+        rows.append([c["name"], *cells, f"{c['flops'] / c['step']:.2f}", *times])
+    header = "cache | bytes per token (one layer) | MiB per step | GFLOP per step"
+    header += " | intensity (FLOP/B) | µs at the copy rate | M tokens/s at the copy rate"
+    return markdown_table(f"{header} | vs 16-bit", rows) + (
         f"\nOne layer's decode step, B = {B} sequences of {N:,} keys, {HQ} query heads on {HKV} kv "
         f"heads, d = {D}; bytes from `roofline.kv_cache_bytes` and "
         "`roofline.scaled_kv_cache_bytes`, FLOPs from `roofline.attention_flops`; time = bytes / "
@@ -100,21 +93,13 @@ def accuracy() -> str:
     ]
     rows = []
     for name, q, k, v in data:
-
-        def out(kk, vv, q=q):
-            return attention_ref(q[:, :, None], kk, vv)[:, :, 0]
-
-        ref = out(k, v)
+        out = lambda keys, values, q=q: attention_ref(q[:, :, None], keys, values)[:, :, 0]
+        ref = out(k, v)  # one decode row per sequence
         e8, e16 = (out(rounded(k, how), rounded(v, how)) - ref for how in ("e4m3", "float16"))
-        worst = [f"{e.abs().max().item():.2e}" for e in (e8, e16)]
-        rows.append(
-            [name, f"{rms(e8):.2e}", f"{rms(e16):.2e}", f"{rms(e8) / rms(e16):.0f}", *worst]
-        )
-    header = (
-        "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS | "
-        "e4m3: largest error | 16-bit: largest error"
-    )
-    table = markdown_table(header, rows)
+        errors = [f"{rms(e8):.2e}", f"{rms(e16):.2e}", f"{rms(e8) / rms(e16):.0f}"]
+        rows.append([name, *errors, *(f"{e.abs().max().item():.2e}" for e in (e8, e16))])
+    header = "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS"
+    table = markdown_table(f"{header} | e4m3: largest error | 16-bit: largest error", rows)
     torch.manual_seed(0)
     model = MiniGPT(VERB_CONFIG).double().eval()
     tokens = torch.tensor([verb_sequence()])
@@ -145,18 +130,9 @@ def accuracy() -> str:
     )
 
 
-def measured(data: dict | None) -> str:
-    if data is None:
-        return (
-            "*Pending: `data/fp8-decode-h200.json` has not been measured yet (the command "
-            "above, on the H200). No measured number for the 8-bit cache is given until it "
-            "exists.*\n"
-        )
-    copy = statistics.mean(data["copy_bytes_per_s"])
-    recs = {r["impl"]: r for r in data["records"]}
-    base = recs["fp16_paged"]
-    batch = data["shape"]["b"]
-    rows = []
+def measured(data: dict) -> str:
+    copy, recs = statistics.mean(data["copy_bytes_per_s"]), {r["impl"]: r for r in data["records"]}
+    base, batch, rows = recs["fp16_paged"], data["shape"]["b"], []
     for r in data["records"]:
         seconds = r["graph_ms"] * 1e-3
         cells = [f"`{r['impl']}`", f"{r['graph_ms'] * 1e3:.1f}", f"{r['kv_bytes'] / 2**20:,.0f}"]
@@ -167,10 +143,8 @@ def measured(data: dict | None) -> str:
     frac = fp8["graph_gb_per_s"] * 1e9 / copy
     speedup = base["graph_ms"] / fp8["graph_ms"]
     env = data["environment"]
-    header = (
-        "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s | "
-        "tokens/s vs 16-bit paged | largest error vs float32"
-    )
+    header = "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s"
+    header += " | tokens/s vs 16-bit paged | largest error vs float32"
     return markdown_table(header, rows) + (
         f"\n`data/fp8-decode-h200.json` ({env['device']}, torch {env['torch']}, triton "
         f"{env['triton']}, commit {env['commit']}, {env['date']}): CUDA-graph medians of "
@@ -185,23 +159,18 @@ def measured(data: dict | None) -> str:
     )
 
 
-def roofline(data: dict | None) -> bytes:
+def roofline(data: dict) -> bytes:
     points = [RooflinePoint(f"{c['name']} (predicted)", c["flops"] / c["step"]) for c in caches()]
-    if data is not None:
-        names = {"fp16_paged": "16-bit paged", "fp8_paged": "e4m3 paged"}
-        for r in data["records"]:
-            if r["impl"] in names:
-                intensity, rate = (
-                    data["flops"] / r["kv_bytes"],
-                    data["flops"] / (r["graph_ms"] * 1e-3),
-                )
-                points.append(RooflinePoint(f"{names[r['impl']]} (H200)", intensity, rate))
+    names, f = {"fp16_paged": "16-bit paged", "fp8_paged": "e4m3 paged"}, data["flops"]
+    for r in (r for r in data["records"] if r["impl"] in names):
+        rate = f / (r["graph_ms"] * 1e-3)
+        points.append(RooflinePoint(f"{names[r['impl']]} (H200)", f / r["kv_bytes"], rate))
     title = f"Decode attention, one layer, B={B}, N={N}, GQA {HQ}/{HKV}, d={D}"
     return roofline_svg([h200_measured(), HARDWARE["H200"]], points, title=title)
 
 
 def outputs() -> dict[str, str | bytes]:
-    data = load("fp8-decode-h200.json") if (DATA / "fp8-decode-h200.json").exists() else None
+    data = load("fp8-decode-h200.json")
     return {
         "generated/fp8-decode-prediction.md": prediction(),
         "generated/fp8-accuracy.md": accuracy(),

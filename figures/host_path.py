@@ -42,9 +42,7 @@ PARTS = {
 def parts(data: dict) -> str:
     """Host µs of the pieces of a decode call, one column per decode shape."""
     cases = [c for c in data["cases"] if "host_parts_us" in c]
-    rows = [
-        [label, *(cell(c["host_parts_us"][name]) for c in cases)] for name, label in PARTS.items()
-    ]
+    rows = [[label, *(cell(c["host_parts_us"][n]) for c in cases)] for n, label in PARTS.items()]
     return markdown_table(["host µs of", *(shape(c) for c in cases)], rows)
 
 
@@ -70,11 +68,9 @@ def outputs() -> dict[str, str | bytes]:
     data = load("host-path-h200.json")
     refusals = []
     for c in data["cases"]:
-        calls = c["still_refuses"]
-        refused = [
-            ", ".join(f"`{k}`" for k, ok in calls.items() if ok is want) for want in (True, False)
-        ]
-        refusals.append([shape(c), refused[0], refused[1] or "none"])
+        calls = c["still_refuses"].items()
+        refused, kept = ([f"`{k}`" for k, ok in calls if ok is want] for want in (True, False))
+        refusals.append([shape(c), ", ".join(refused), ", ".join(kept) or "none"])
     header = "shape | refused a bad call, same process | did not"
     return {
         "generated/launch-costs.md": launch_costs(),

@@ -41,20 +41,15 @@ def kv_table(data: dict) -> str:
     rows = []
     for v in data["variants"]:
         kind = {cfg["n_heads"]: "MHA", 1: "MQA"}.get(v["n_kv_heads"], "GQA")
-        keys = ("filled_after_prefill", "after_prefill"), ("filled", "filled")
-        pairs = [(v[a], v[f"formula_{b}"]) for a, b in (*keys, ("allocated", "allocated"))]
-        rows.append(
-            [f"`{v['name']}` ({kind}, g = {v['group']})"]
-            + [f"{v['filled'] // n:,} / {v['formula_per_token']:,}"]
-            + [f"{a:,} / {b:,}" for a, b in pairs]
-            + [f"{base['filled'] / v['filled']:g}×"]
-        )
-    return markdown_table(
-        f"variant | per token | after the prefill ({data['prefill']} tokens) | "
-        f"filled, whole sequence ({n} tokens) | allocated "
-        f"({cfg['max_seq_len']} slots) | smaller than MHA by",
-        rows,
-    )
+        pairs = [(v["filled"] // n, v["formula_per_token"])]  # measured, by the formula
+        pairs.append((v["filled_after_prefill"], v["formula_after_prefill"]))
+        pairs += [(v[key], v[f"formula_{key}"]) for key in ("filled", "allocated")]
+        counts = [f"{measured:,} / {formula:,}" for measured, formula in pairs]
+        name, smaller = f"`{v['name']}` ({kind}, g = {v['group']})", base["filled"] / v["filled"]
+        rows.append([name, *counts, f"{smaller:g}×"])
+    header = f"variant | per token | after the prefill ({data['prefill']} tokens)"
+    header += f" | filled, whole sequence ({n} tokens) | allocated ({cfg['max_seq_len']} slots)"
+    return markdown_table(f"{header} | smaller than MHA by", rows)
 
 
 def extrapolated_table(data: dict) -> str:
@@ -63,10 +58,8 @@ def extrapolated_table(data: dict) -> str:
     rows = []
     for v in data["variants"]:
         ours = kv_cache_bytes(cfg["n_layers"], v["n_kv_heads"], cfg["head_dim"], n, elem_bytes=elem)
-        name = f"the lab's MiniGPT, {data['dtype']}"
-        rows.append(
-            [name, f"`{v['name']}`", size(ours // n), f"{n:,}", size(ours), f"{mha / ours:g}×"]
-        )
+        sizes = [f"`{v['name']}`", size(ours // n), f"{n:,}", size(ours), f"{mha / ours:g}×"]
+        rows.append([f"the lab's MiniGPT, {data['dtype']}", *sizes])
     for name, layers, heads, kv_heads, d, context, window in PUBLISHED:
         tokens = context if window is None else min(context, window)
         cached = f"{tokens:,}" + (f" (window of a {context:,} context)" if window else "")
@@ -88,15 +81,11 @@ def runs(data: dict, variant: str, kind: str, uptrain: int = 0) -> list[dict]:
 
 def columns(data: dict) -> list[tuple[str, int, str]]:
     """(kind, uptrain steps, label) of the quality tables' columns."""
-    steps = data["recipe"]["steps"]
-    up = [
-        ("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)")
-        for u in data["recipe"]["uptrain_steps"]
-    ]
-    return [
-        ("scratch", 0, f"from scratch ({steps} steps)"),
-        ("converted", 0, "converted, no uptraining"),
-        *up,
+    steps, ups = data["recipe"]["steps"], data["recipe"]["uptrain_steps"]
+    columns = [("scratch", 0, f"from scratch ({steps} steps)")]
+    columns.append(("converted", 0, "converted, no uptraining"))
+    return columns + [
+        ("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)") for u in ups
     ]
 
 
@@ -115,10 +104,8 @@ def per_token(kv: dict) -> dict[str, int]:
 def quality_table(data: dict, kv: dict, metric: str) -> str:
     rows = []
     for v in variants(data):
-        cells = [
-            cell([r[metric] for r in rs]) if (rs := runs(data, v, kind, u)) else ""
-            for kind, u, _ in columns(data)
-        ]
+        by_column = [runs(data, v, kind, u) for kind, u, _ in columns(data)]
+        cells = [cell([r[metric] for r in rs]) if rs else "" for rs in by_column]
         rows.append([f"`{v}`", f"{per_token(kv)[v]:,}", *cells])
     header = ["variant", "KV bytes per token", *(label for _, _, label in columns(data))]
     return markdown_table(header, rows)
@@ -138,9 +125,8 @@ def differences(data: dict) -> str:
     """Each variant against the kv8 control of its column, held-out and training loss."""
     rows = []
     for kind, u, label in columns(data):
-        base = runs(
-            data, "kv8", "scratch" if kind == "converted" else kind, u
-        )  # u = 0 unless uptrained
+        # the converted runs against kv8 from scratch; u = 0 unless uptrained
+        base = runs(data, "kv8", "scratch" if kind == "converted" else kind, u)
         for v in variants(data)[1:]:
             rs = runs(data, v, kind, u)
             diffs = [*compare(rs, base, "heldout_loss"), *compare(rs, base, "train_loss")]
@@ -159,32 +145,26 @@ def stems_table(data: dict) -> str:
             row += [cell([r[f"heldout_{m}_loss"] for r in rs]) for m in ("stem", "rest")]
         rows.append(row)
     header = "variant | from scratch: stem characters | from scratch: the others"
-    return markdown_table(
-        f"{header} | uptrained {u} steps: stem characters | uptrained {u} steps: the others", rows
-    )
+    up = f"uptrained {u} steps"
+    return markdown_table(f"{header} | {up}: stem characters | {up}: the others", rows)
 
 
 def quality_figure(data: dict, kv: dict) -> bytes:
     bytes_per_token = per_token(kv)
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    styles = {
-        "scratch": ("o", "tab:blue"),
-        "converted": ("x", "tab:red"),
-        "uptrained": ("s", "tab:green"),
-    }
+    styles = {"scratch": ("o", "tab:blue"), "converted": ("x", "tab:red")}
+    styles["uptrained"] = ("s", "tab:green")
     ups = data["recipe"]["uptrain_steps"]
     shades = {0: 1.0} | {u: 0.55 + 0.45 * i / max(1, len(ups) - 1) for i, u in enumerate(ups)}
     for offset, (kind, u, label) in zip((-0.09, -0.03, 0.03, 0.09), columns(data), strict=False):
         xs, ys, lo, hi = [], [], [], []
         for v in variants(data):
-            if not (rs := runs(data, v, kind, u)):
-                continue
-            losses = [r["heldout_loss"] for r in rs]
-            mean = statistics.mean(losses)
-            xs.append(bytes_per_token[v] * 2**offset)
-            ys.append(mean)
-            lo.append(mean - min(losses))
-            hi.append(max(losses) - mean)
+            if losses := [r["heldout_loss"] for r in runs(data, v, kind, u)]:
+                mean = statistics.mean(losses)
+                xs.append(bytes_per_token[v] * 2**offset)
+                ys.append(mean)
+                lo.append(mean - min(losses))
+                hi.append(max(losses) - mean)
         marker, colour = styles[kind]
         style = dict(fmt=marker + "-", color=colour, alpha=shades[u], capsize=3, linewidth=1)
         ax.errorbar(xs, ys, yerr=[lo, hi], label=label, **style)
@@ -223,12 +203,8 @@ def decode_rows() -> dict:
     shape = (64, 4096, 32, 128, "float16", None)
     for r in load("bench-paged-decode-h200.json")["decode"]:
         at = (r["b"], r["ctx"], r["hq"], r["d"], r["dtype"], r["window"]) == shape
-        if (
-            at
-            and r["impl"] in PAGED_IMPLS
-            and r["group"] in ("b64", "heads")
-            and r["hkv"] in KV_HEADS
-        ):
+        at = at and r["group"] in ("b64", "heads") and r["hkv"] in KV_HEADS
+        if at and r["impl"] in PAGED_IMPLS:
             table.setdefault(r["impl"], {})[r["hkv"]] = r
     for r in load("gqa-decode-h200.json")["decode"]:
         table.setdefault(r["impl"], {})[r["hkv"]] = r

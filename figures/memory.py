@@ -1,6 +1,5 @@
 """Figure of the GPU primer: the H200's memory hierarchy, each level's capacity on the whole chip.
 
-
 The sizes come from minimodel.ceilings.HARDWARE["H200"] (SM count, shared memory per SM, L2)
 and from the measured copy rate in data/ceilings-h200.json; the two numbers the package does not
 hold are constants below, with their sources.
@@ -23,12 +22,10 @@ def levels() -> list[tuple[str, float, str, str]]:
     sms, smem, regs = H200.sm_count, H200.smem_per_sm_bytes, REGISTERS_PER_SM_BYTES
     copy = h200_measured().bandwidth
     hbm = f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "
+    shared = f"up to {smem // KIB} KiB per SM × {sms} (its L1 the rest of 256 KiB)"
     sizes = {
         "registers": (sms * regs, f"{regs // KIB} KiB per SM × {sms}"),
-        "shared memory": (
-            sms * smem,
-            f"up to {smem // KIB} KiB per SM × {sms} (its L1 the rest of 256 KiB)",
-        ),
+        "shared memory": (sms * smem, shared),
         "L2 cache": (H200.l2_bytes, f"{H200.l2_bytes // MIB} MiB for the chip"),
         "HBM (device memory)": (HBM_BYTES, hbm + f"{copy / 1e12:.2f} TB/s measured copy"),
     }
@@ -41,7 +38,7 @@ def levels() -> list[tuple[str, float, str, str]]:
     return [(name, *size, text) for (name, size), text in zip(sizes.items(), who, strict=True)]
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     rows = levels()
     fig, ax = plt.subplots(figsize=(9.0, 3.6))
     colors = ["#bc4b51", "#f4a259", "#8cb369", "#5b8e7d"]
@@ -54,14 +51,9 @@ def figure() -> bytes:
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_yticks([])
     ax.set_xlabel("bytes on the whole H200 (log scale); faster and smaller toward the top")
-    ax.set_title(
-        "The H200's memory hierarchy: what each level holds, and who shares it", fontsize=10
-    )
+    title = "The H200's memory hierarchy: what each level holds, and who shares it"
+    ax.set_title(title, fontsize=10)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/memory-hierarchy.svg": figure()}
+    return {"figures/memory-hierarchy.svg": svg(fig)}

@@ -1,6 +1,5 @@
 """Figure of Theory 01: the online-softmax state (m, l) and the rescale factor over a stream.
 
-
 Every number drawn comes from minimodel.online_softmax (SoftmaxState.push, rescale_factor), run on
 a fixed, seeded stream of logits, so the figure changes only when that code does.
 """
@@ -38,16 +37,15 @@ def trace(xs: list[float]) -> tuple[list[SoftmaxState], list[float]]:
     return states, alphas
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     xs = stream()
     states, alphas = trace(xs)
     final = states[-1]
     idx = list(range(1, N + 1))
     moved = [j for j, a in zip(idx, alphas, strict=True) if a < 1.0]  # a new maximum arrived
 
-    fig, (ax_m, ax_l, ax_a) = plt.subplots(
-        3, 1, figsize=(7.5, 7.6), sharex=True, height_ratios=[1.2, 1.0, 0.8]
-    )
+    size = {"figsize": (7.5, 7.6), "height_ratios": [1.2, 1.0, 0.8]}
+    fig, (ax_m, ax_l, ax_a) = plt.subplots(3, 1, sharex=True, **size)
     # Panel 1: the logits and the running maximum m^(j).
     shown = [(j, x) for j, x in zip(idx, xs, strict=True) if x > -math.inf]
     ax_m.plot(*zip(*shown, strict=True), "o", color="0.55", markersize=4, label=r"logit $x_j$")
@@ -63,9 +61,8 @@ def figure() -> bytes:
     running = r"running sum $l^{(j)} = \sum_{j' \leq j} e^{x_{j'} - m^{(j)}}$"
     ax_l.plot(idx, [s.l for s in states], "o-", color="C1", markersize=3.5, label=running)
     final_sum = r"the same prefix sum relative to the final max, $l^{(j)}\, e^{m^{(j)} - m^{(N)}}$"
-    ax_l.plot(
-        idx, [s.l * math.exp(s.m - final.m) for s in states], "--", color="C2", label=final_sum
-    )
+    relative = [s.l * math.exp(s.m - final.m) for s in states]
+    ax_l.plot(idx, relative, "--", color="C2", label=final_sum)
     rescaled = r"a new maximum: $l$ is rescaled by $\alpha^{(j)} < 1$"
     for k, j in enumerate(moved[1:]):
         ax_l.axvline(j, color="C0", alpha=0.15, linewidth=4, label=rescaled if k == 0 else None)
@@ -85,8 +82,4 @@ def figure() -> bytes:
     for ax in (ax_m, ax_l, ax_a):
         ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/online-softmax-state.svg": figure()}
+    return {"figures/online-softmax-state.svg": svg(fig)}

@@ -9,7 +9,7 @@ import sys
 
 from bench.bytes import CASES
 from figures.bytes import dram_bytes, flops, model
-from figures.core import h200_measured, legend_entry, load, markdown_table, measured_roofline
+from figures.core import h200_measured, legend_entry, load, markdown_table, measured_roofline, spots
 
 ANCHORS = (64, 2048)
 OVERLAY_IMPLS = ("naive", "flash", "decode", "paged")  # SDPA's FA2 is on Lab 01's table only
@@ -22,9 +22,7 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
     """The overlay's points at one anchor, model and measured; and the expected cases missing
     from the data (named, never invented)."""
     roof, out, missing = h200_measured(), [], []
-    for case in CASES:
-        if case.n != anchor or case.impl not in OVERLAY_IMPLS:
-            continue
+    for case in (c for c in CASES if c.n == anchor and c.impl in OVERLAY_IMPLS):
         entry = data["cases"].get(case.id)
         if entry is None or "all" not in entry or entry.get("device_s") is None:
             missing.append(case.id)
@@ -32,10 +30,9 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
         f = flops(case)
         i_model = f / sum(k["read"] + k["write"] for k in model(case, entry["params"]).values())
         rate_model = roof.attainable(i_model, head_dim=case.d)
-        point = {"case": case, "label": f"{LABEL[case.impl]} {case.heads}", "flops": f}
+        point = {"case": case, "label": f"{LABEL[case.impl]} {case.heads}"}
         point |= {"i_model": i_model, "rate_model": rate_model}
-        point["i_meas"] = f / dram_bytes(entry["all"])
-        point |= {"rate_meas": f / entry["device_s"], "call_rate": f / entry["call_s"]}
+        point |= {"i_meas": f / dram_bytes(entry["all"]), "rate_meas": f / entry["device_s"]}
         out.append(point | {"device_s": entry["device_s"], "call_s": entry["call_s"]})
     return out, missing
 
@@ -44,16 +41,8 @@ def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
     """One label for the measured points of one phase that sit on one spot (within 3% on both
     log axes), e.g. "naive MHA, GQA, MQA" or "decode, paged MQA": several labels there could not
     say which is which."""
-    groups: list[list[tuple]] = []
-    for x, y, p in marks:
-        close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < 0.03 and abs(y / g[0][1] - 1) < 0.03
-        near = (g for g in groups if g[0][2]["case"].phase == p["case"].phase and close(g))
-        if (g := next(near, None)) is not None:
-            g.append((x, y, p))
-        else:
-            groups.append([(x, y, p)])
     out = []
-    for g in groups:
+    for g in spots(marks, 0.03, apart=lambda p: p["case"].phase):
         by_impl: dict[str, list[str]] = {}
         for _, _, q in g:
             by_impl.setdefault(LABEL[q["case"].impl], []).append(q["case"].heads)
@@ -102,8 +91,7 @@ def figure(pts: list[dict], anchor: int) -> bytes:
 def table(pts: list[dict]) -> str:
     """I in FLOP/byte, rates in TFLOP/s; "of roof": the measured rate over the roof above the
     measured point; times per call, on the device (graph replay) and from Python."""
-    roof = h200_measured()
-    body = []
+    roof, body = h200_measured(), []
     for p in pts:
         c, of_roof = p["case"], p["rate_meas"] / roof.attainable(p["i_meas"], head_dim=p["case"].d)
         cells = [f"{p['i_model']:,.1f}", f"{p['rate_model'] / 1e12:,.1f}", f"{p['i_meas']:,.1f}"]

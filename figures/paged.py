@@ -16,16 +16,12 @@ GIB = 2**30
 def window_table() -> str:
     rows = []
     for n in (4096, 16384, 65536):
-        shape = (1, H, n, n, D)
-        flops = [attention_flops(*shape, causal=True, window=w) for w in (None, W)]
         tiles = {"causal": True, "block_m": 128, "block_n": 64}
-        nbytes = [
-            flash_attention_bytes(1, H, *shape[1:], window=w, **tiles) / 2**20 for w in (None, W)
-        ]
+        flops = [attention_flops(1, H, n, n, D, causal=True, window=w) for w in (None, W)]
+        nbytes = [flash_attention_bytes(1, H, H, n, n, D, window=w, **tiles) for w in (None, W)]
         cells = [*(f"{f / 1e9:,.0f}" for f in flops), f"{flops[1] / flops[0]:.2f}"]
-        rows.append(
-            [f"{n:,}", *cells, *(f"{b:,.0f}" for b in nbytes), f"{nbytes[1] / nbytes[0]:.2f}"]
-        )
+        cells += [*(f"{b / 2**20:,.0f}" for b in nbytes), f"{nbytes[1] / nbytes[0]:.2f}"]
+        rows.append([f"{n:,}", *cells])
     header = f"N | causal GFLOP | window W={W:,} GFLOP | FLOP ratio | causal MiB (no reuse)"
     return markdown_table(f"{header} | window MiB (no reuse) | byte ratio", rows)
 

@@ -127,9 +127,8 @@ def prefill_table(data: dict) -> str:
     rows = []
     for (b, ctx, nq, w), recs in cases.items():
         name = f"B={b}, {nq:,} new tokens on a {ctx:,}-key context" + (f", W={w:,}" if w else "")
-        rates = [
-            recs[i].get("graph_tflops") for i in ("paged_bs16", "paged_bs64", "flash_attention")
-        ]
+        impls = ("paged_bs16", "paged_bs64", "flash_attention")
+        rates = [recs[i].get("graph_tflops") for i in impls]
         rows.append([name, *map(fmt, rates), f"{rates[1] / rates[2]:.2f}"])
     header = "prefill (Hq=32, Hkv=8, d=128, fp16, causal) | ours, paged b=16 | ours, paged b=64"
     return markdown_table(f"{header} | Lab 02 (contiguous, TMA) | b=64 ÷ Lab 02", rows)
@@ -142,20 +141,16 @@ def sweep_tables() -> tuple[str, str]:
     by = {}  # (config, b, ctx, impl) -> the first such record
     for r in recs:
         by.setdefault((tuple(r["config"]), r["b"], r["ctx"], r["impl"]), r)
+    tiles = lambda config: ", ".join(map(str, config))
+    cols = [(64, 4096, "paged_bs16"), (64, 4096, "contiguous"), (1, 131072, "paged_bs16")]
+    cols.append((1, 131072, "contiguous"))  # (b, ctx, impl) of the header's columns
     rows = []
     for cfg in dict.fromkeys(tuple(r["config"]) for r in recs if "gb_per_s" in r):
-        cells = [", ".join(map(str, cfg))]
-        for b, ctx in ((64, 4096), (1, 131072)):
-            for impl in ("paged_bs16", "contiguous"):
-                rec = by.get((cfg, b, ctx, impl))
-                cells.append(fmt(rec and rec.get("gb_per_s")))
-        rows.append(cells)
+        rates = [by.get((cfg, *col), {}).get("gb_per_s") for col in cols]
+        rows.append([tiles(cfg), *map(fmt, rates)])
     header = "BLOCK_N, warps, stages | B=64, 4k: paged b=16 | contiguous | B=1, 128k: paged b=16"
-    prefill = [
-        [", ".join(map(str, r["config"])), DECODE[r["impl"]], fmt(r["tflops"])]
-        for r in recs
-        if "tflops" in r and r["impl"] != "flash_attention"
-    ]
+    prefill = [r for r in recs if "tflops" in r and r["impl"] != "flash_attention"]
+    prefill = [[tiles(r["config"]), DECODE[r["impl"]], fmt(r["tflops"])] for r in prefill]
     return (
         markdown_table(f"{header} | contiguous", rows),
         markdown_table("BLOCK_M, BLOCK_N, warps, stages | kernel | TFLOP/s", prefill),

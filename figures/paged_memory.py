@@ -74,12 +74,9 @@ def summary(data: dict) -> str:
     vllm = [f"{PAPER_VLLM:.1%} (vLLM)", f"{1 - PAPER_VLLM:.1%} (under 4%)"]
     rows.append(["PagedAttention paper (Fig. 2)", orca, *vllm, "", ""])
     b = f"paged b = {PAPER_DEFAULT_BLOCK}"
-    header = (
-        f" | contiguous: token states / budget | {b}: token states / budget | {b}: waste "
-        f"in reserved blocks | requests at once, {b} / contiguous | the same, with prefix "
-        "sharing"
-    )
-    return markdown_table(header, rows)
+    header = f" | contiguous: token states / budget | {b}: token states / budget"
+    header += f" | {b}: waste in reserved blocks | requests at once, {b} / contiguous"
+    return markdown_table(f"{header} | the same, with prefix sharing", rows)
 
 
 def figure(data: dict) -> bytes:
@@ -87,10 +84,9 @@ def figure(data: dict) -> bytes:
     colours = {"verbs": "tab:blue", "long-tail": "tab:orange"}
     for w in data["workloads"]:
         colour = colours.get(w["name"], "tab:gray")
+        paged = [r for r in w["runs"] if r["layout"] == "paged"]
         for sharing, style in ((False, "-o"), (True, "--s")):
-            runs = [
-                r for r in w["runs"] if r["layout"] == "paged" and r["prefix_sharing"] == sharing
-            ]
+            runs = [r for r in paged if r["prefix_sharing"] == sharing]
             sizes = [r["block_size"] for r in runs]
             label = f"{w['name']}, paged" + (" + prefix sharing" if sharing else "")
             used = [100 * r["token_states_of_reserved"] for r in runs]
@@ -101,18 +97,13 @@ def figure(data: dict) -> bytes:
             ax.axhline(y, color=colour, linestyle=":", label=f"{w['name']}, contiguous")
     span = [100 * x for x in PAPER_EXISTING]
     ax_use.axhspan(*span, color="0.85", zorder=0, label="paper: existing systems (of budget)")
-    ylabels = [
-        "token states / reserved KV memory (%)",
-        "requests running at once (mean, server full)",
-    ]
-    for ax, ylabel in zip((ax_use, ax_run), ylabels, strict=True):
+    for ax in (ax_use, ax_run):
         ax.set_xscale("log", base=2)
         ax.set_xticks(data["block_sizes"], [str(b) for b in data["block_sizes"]])
         ax.set_xlabel("block size b (token slots)")
-        ax.set_ylabel(ylabel)
         ax.grid(True, alpha=0.3)
-    ax_use.set_ylim(0, 100)
-    ax_run.set_ylim(bottom=0)
+    ax_use.set(ylim=(0, 100), ylabel="token states / reserved KV memory (%)")
+    ax_run.set(ylim=(0, None), ylabel="requests running at once (mean, server full)")
     handles, labels = ax_use.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle("One KV budget: contiguous reservation against paging")

@@ -1,6 +1,5 @@
 """FlashAttention-3's ping-pong and intra-warpgroup overlap, as a schedule diagram (Lab 02 part 2).
 
-
 Not a measurement: a small model of the order of events that the page's consumer follows
 (`flash-hopper-consumer`), in made-up units. Per key tile t a consumer warpgroup waits for its
 turn, issues S_{t+1} = Q K_{t+1}^T and then acc += P~_t V_t (asynchronous wgmma), hands the turn
@@ -66,24 +65,15 @@ def _check(events) -> None:
     tc = sorted((s, e) for row, _, s, e, _ in events if row == "tensor cores")
     assert all(a[1] <= b[0] for a, b in zip(tc, tc[1:], strict=False)), "products overlap"
     for wg in ("WG0", "WG1"):
-        pvs = [
-            e
-            for e in events
-            if e[0] == "tensor cores" and e[1] == "PV" and e[4].endswith(f"({wg})")
-        ]
-        pv = {lab.split()[0][2:]: (s, e) for _, _, s, e, lab in pvs}
-        sm = {
-            lab.split()[1][1:]: (s, e)
-            for row, k, s, e, lab in events
-            if row == wg and k == "softmax"
-        }
-        for t, (s, e) in pv.items():
-            if str(int(t) + 1) in sm:
-                a, b = sm[str(int(t) + 1)]
-                assert a < e and s < b, f"{wg}: softmax S{int(t) + 1} does not overlap PV{t}"
+        # by name: its products ("PV0 (WG0)", on the tensor cores), its softmaxes ("S0")
+        pv = {lab.split()[0]: (s, e) for _, k, s, e, lab in events if k == "PV" and wg in lab}
+        sm = {lab[8:]: (s, e) for row, k, s, e, lab in events if (row, k) == (wg, "softmax")}
+        for t in range(len(pv) - 1):
+            (a, b), (s, e) = sm[f"S{t + 1}"], pv[f"PV{t}"]
+            assert a < e and s < b, f"{wg}: softmax S{t + 1} does not overlap PV{t}"
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     events = schedule()
     fig, ax = plt.subplots(figsize=(10, 3.2))
     rows = ["WG0", "WG1", "tensor cores"]
@@ -97,9 +87,8 @@ def figure() -> bytes:
             ink = "white" if kind != "softmax" else "black"
             text = label.replace(" (", "\n(")
             ax.text((s + e) / 2, y[row], text, ha="center", va="center", fontsize=6.5, color=ink)
-    ax.set_yticks(
-        [y[r] for r in rows], ["consumer WG0", "consumer WG1", "tensor cores"], fontsize=8
-    )
+    names = ["consumer WG0", "consumer WG1", "tensor cores"]
+    ax.set_yticks([y[r] for r in rows], names, fontsize=8)
     end = max(e for *_, e, _ in events)
     ax.set(xlim=(0, end + 0.1), xlabel="time (schedule units: one product = 1; not measured)")
     ax.xaxis.label.set_fontsize(8)
@@ -115,8 +104,4 @@ def figure() -> bytes:
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/hopper-pingpong-schedule.svg": figure()}
+    return {"figures/hopper-pingpong-schedule.svg": svg(fig)}

@@ -1,6 +1,5 @@
 """The hash chain of prefix caching, drawn from the block manager's own naming (for Lab 03).
 
-
 Two prompts share their first SHARED tokens. Each full block is named by
 `minimodel.block_manager._name(parent, tokens)`, SHA-256 over the parent's name and the block's
 token ids: the names drawn are that function's digests (their first hex digits). The scenario
@@ -20,6 +19,7 @@ SHARED = 10  # the common prefix, not a multiple of the block size
 PROMPT_A = [11, 12, 13, 14, 21, 22, 23, 24, 31, 32, 33, 34, 41, 42]
 PROMPT_B = PROMPT_A[:SHARED] + [73, 74, 81, 82, 83]
 COLORS = {"hit": "#5b8e7d", "miss": "#f4a259", "partial": "#eeeeee"}
+CENTERED = {"ha": "center", "va": "center"}
 
 
 def chain(tokens: list[int]) -> list[bytes]:
@@ -47,46 +47,35 @@ def scenario() -> dict:
     return {"names": names, "tables": tables, "common": common}
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     s = scenario()
     fig, ax = plt.subplots(figsize=(9.6, 3.9))
     ax.set(xlim=(-0.2, 12.4), ylim=(-0.9, 5.0))
     ax.axis("off")
     w, gap = 2.3, 0.55
     for row, (key, tokens, y) in enumerate((("A", PROMPT_A, 3.2), ("B", PROMPT_B, 0.4))):
-        ax.text(
-            -0.1,
-            y + 0.55,
-            f"prompt {key}\n{len(tokens)} tokens",
-            ha="left",
-            va="center",
-            fontsize=8,
-        )
+        prompt = f"prompt {key}\n{len(tokens)} tokens"
+        ax.text(-0.1, y + 0.55, prompt, ha="left", va="center", fontsize=8)
         names, table = s["names"][key], s["tables"][key]
         for i in range((len(tokens) + BLOCK_SIZE - 1) // BLOCK_SIZE):
             block = tokens[i * BLOCK_SIZE : (i + 1) * BLOCK_SIZE]
             full = len(block) == BLOCK_SIZE
             kind = "partial" if not full else "hit" if i < s["common"] else "miss"
             x = 1.4 + i * (w + gap)
-            ax.add_patch(
-                Rectangle((x, y), w, 1.1, facecolor=COLORS[kind], edgecolor="black", lw=0.6)
-            )
-            mid, mono = x + w / 2, {"ha": "center", "va": "center", "family": "monospace"}
+            ax.add_patch(Rectangle((x, y), w, 1.1, facecolor=COLORS[kind], ec="black", lw=0.6))
+            mid, mono = x + w / 2, {**CENTERED, "family": "monospace"}
             ax.text(mid, y + 0.82, " ".join(map(str, block)), fontsize=8, **mono)
             label = f"name {names[i].hex()[:8]}..." if full else "partial: no name"
             ax.text(mid, y + 0.5, label, fontsize=7.5, **mono)
-            ax.text(
-                mid, y + 0.2, f"physical block {table[i]}", ha="center", va="center", fontsize=7
-            )
+            ax.text(mid, y + 0.2, f"physical block {table[i]}", **CENTERED, fontsize=7)
             if full and i > 0:  # the parent's name is hashed into this one
                 arrow = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8}
                 ax.add_patch(FancyArrowPatch((x - gap, y + 0.5), (x, y + 0.5), **arrow))
             if row == 0 and i < s["common"]:
                 both = {"arrowstyle": "<->", "lw": 0.8, "ls": "--"}
                 ax.annotate("", xy=(mid, 1.5), xytext=(mid, y), arrowprops=both)
-                ax.text(
-                    mid + 0.08, 2.35, "same name,\nsame block", ha="left", va="center", fontsize=7
-                )
+                same = "same name,\nsame block"
+                ax.text(mid + 0.08, 2.35, same, ha="left", va="center", fontsize=7)
     x_div = 1.4 + (SHARED // BLOCK_SIZE) * (w + gap) + (SHARED % BLOCK_SIZE) / BLOCK_SIZE * w
     ax.plot([x_div, x_div], [1.55, 3.15], color="#bc4b51", lw=1.2, ls=":")
     ax.plot([x_div, x_div], [4.35, 4.5], color="#bc4b51", lw=1.2)
@@ -98,8 +87,4 @@ def figure() -> bytes:
     key += "with A; orange: full blocks whose names differ, each computed by its own prompt; grey: "
     ax.text(6.1, -0.8, key + "partial blocks, never named.", ha="center", fontsize=7.5)
     fig.tight_layout()
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/prefix-hash-chain.svg": figure()}
+    return {"figures/prefix-hash-chain.svg": svg(fig)}

@@ -1,6 +1,8 @@
 """Theory 00 (the roofline) and the GPU primer: tables and the naive-attention figure, from
 minimodel.roofline and minimodel.ceilings, with the H200's measured roofs."""
 
+import itertools
+
 from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg
 from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, exp_roof
 from minimodel.roofline import (
@@ -18,17 +20,12 @@ CC90 = f"{GUIDE}, compute capability 9.0"
 
 def decode_costs_table() -> str:
     rows = []
-    for context in (512, 4096, 32768):
-        for batch in (1, 64):
-            for hkv in (32, 8):
-                c = decoder_layer_costs(4096, 32, hkv, context, batch=batch)
-                heads = "MHA" if hkv == 32 else f"GQA ({hkv} kv heads)"
-                cells = [f"{c.attn_flops / c.proj_flops:.2f}", f"{c.weight_bytes / 2**20:.0f} MiB"]
-                kv = [
-                    f"{c.kv_bytes / 2**20:,.0f} MiB",
-                    f"{c.kv_bytes / (c.kv_bytes + c.weight_bytes):.0%}",
-                ]
-                rows.append([f"{context:,}", batch, heads, *cells, *kv])
+    for context, batch, hkv in itertools.product((512, 4096, 32768), (1, 64), (32, 8)):
+        c = decoder_layer_costs(4096, 32, hkv, context, batch=batch)
+        heads = "MHA" if hkv == 32 else f"GQA ({hkv} kv heads)"
+        cells = [f"{c.attn_flops / c.proj_flops:.2f}", f"{c.weight_bytes / 2**20:.0f} MiB"]
+        kv = [f"{c.kv_bytes / 2**20:,.0f} MiB", f"{c.kv_bytes / (c.kv_bytes + c.weight_bytes):.0%}"]
+        rows.append([f"{context:,}", batch, heads, *cells, *kv])
     header = "context N | batch | heads | attn / proj FLOPs | weight bytes | KV bytes"
     return markdown_table(f"{header} | KV share of bytes", rows)
 
@@ -61,9 +58,8 @@ def exp_roof_table() -> str:
         caps = [exp_roof(d, c.peak_flops, c.exp_rate) for d in (64, 128)]
         rates = [f"{c.peak_flops / 1e12:,.0f}", f"{c.exp_rate / 1e12:.2f}"]
         rates.append(f"{c.peak_flops / c.exp_rate:,.0f}")
-        rows.append(
-            [name, kind, *rates, *(f"{x / 1e12:,.0f} ({x / c.peak_flops:.0%})" for x in caps)]
-        )
+        caps = [f"{x / 1e12:,.0f} ({x / c.peak_flops:.0%})" for x in caps]
+        rows.append([name, kind, *rates, *caps])
     header = "GPU | π from | π (TFLOP/s) | exp2/s (T) | balance: FLOPs per exp2"
     return markdown_table(f"{header} | cap, d = 64 (of π) | cap, d = 128 (of π)", rows)
 

@@ -1,6 +1,5 @@
 """Split-KV decoding: a context cut into splits, their partials and the merge (for Lab 03 part 2).
 
-
 The shape is named below (one sequence, 32 query heads over 8 kv heads, d = 128, fp16, a context
 of CONTEXT keys, on the H200's 132 SMs). The number of splits is
 `minimodel.paged_attention.choose_num_splits` for it, with the tile of `decode_config`; the split
@@ -42,14 +41,11 @@ def splits() -> tuple[int, int, int, list[tuple[int, int]]]:
 
 def partials(ranges: list[tuple[int, int]]) -> dict:
     g = torch.Generator().manual_seed(0)
-    q, k, v = (
-        torch.randn(*shape, generator=g, dtype=torch.float64)
-        for shape in ((D,), (CONTEXT, D), (CONTEXT, D))
-    )
+    draw = lambda *size: torch.randn(*size, generator=g, dtype=torch.float64)
+    q, k, v = draw(D), draw(CONTEXT, D), draw(CONTEXT, D)
     s = k @ q / D**0.5
-    parts = [
-        (torch.softmax(s[a:b], 0) @ v[a:b], torch.logsumexp(s[a:b], 0).item()) for a, b in ranges
-    ]
+    partial = lambda a, b: (torch.softmax(s[a:b], 0) @ v[a:b], torch.logsumexp(s[a:b], 0).item())
+    parts = [partial(a, b) for a, b in ranges]
     lse_u = torch.tensor([lse for _, lse in parts], dtype=torch.float64)
     m = lse_u.max()
     w = torch.exp(lse_u - m)
@@ -60,7 +56,7 @@ def partials(ranges: list[tuple[int, int]]) -> dict:
     return {"parts": parts, "weights": (w / w.sum()).tolist(), "o": o, "lse": lse}
 
 
-def figure() -> bytes:
+def outputs() -> dict[str, str | bytes]:
     block_n, n, split_len, ranges = splits()
     p = partials(ranges)
     fig, ax = plt.subplots(figsize=(9.6, 4.6))
@@ -81,28 +77,20 @@ def figure() -> bytes:
     for u, (a, b) in enumerate(ranges):
         colour = COLORS[u % len(COLORS)]
         ax.add_patch(Rectangle((a, 5.3), b - a, 0.5, facecolor=colour, edgecolor="black", lw=0.6))
-        ax.text(
-            (a + b) / 2,
-            5.55,
-            f"split {u}: keys {a}-{b - 1}",
-            **CENTERED,
-            fontsize=7.5,
-            color="white",
-        )
+        keys = f"split {u}: keys {a}-{b - 1}"
+        ax.text((a + b) / 2, 5.55, keys, **CENTERED, fontsize=7.5, color="white")
         for t in range(a + block_n, b, block_n):
             ax.plot([t, t], [5.3, 5.42], color="white", lw=0.8)
         ax.text((a + b) / 2, 6.0, f"program (b, h_kv, {u})", ha="center", fontsize=7)
     # Each split's partial.
     for u, ((a, b), (o_u, lse_u)) in enumerate(zip(ranges, p["parts"], strict=True)):
-        x0, width = a + 10, min(split_len, b - a) - 20
-        ax.add_patch(FancyArrowPatch(((a + b) / 2, 5.3), ((a + b) / 2, 4.2), **ARROW))
+        x0, width, mid = a + 10, min(split_len, b - a) - 20, (a + b) / 2
+        ax.add_patch(FancyArrowPatch((mid, 5.3), (mid, 4.2), **ARROW))
         strip(x0, width, 3.75, o_u)
         ax.text(x0, 3.55, f"O_{u}   lse_{u} = {lse_u:.3f}", ha="left", va="top", fontsize=8)
         weight = f"weight e^(lse_{u} - lse) = {p['weights'][u]:.3f}"
         ax.text(x0, 3.15, weight, ha="left", va="top", fontsize=7.5)
-        ax.add_patch(
-            FancyArrowPatch(((a + b) / 2, 2.6), (CONTEXT / 2, 1.55), **ARROW, color="#555555")
-        )
+        ax.add_patch(FancyArrowPatch((mid, 2.6), (CONTEXT / 2, 1.55), **ARROW, color="#555555"))
     ax.text(-55, 3.92, "partials\n(float32\nworkspace)", ha="left", va="center", fontsize=7.5)
     strip(CONTEXT / 2 - 150, 300, 1.1, p["o"])
     merged = f"merged: O = sum_u e^(lse_u - lse) O_u,   lse = log sum_u e^(lse_u) = {p['lse']:.3f}"
@@ -110,20 +98,12 @@ def figure() -> bytes:
     exact = "equal to the unsplit softmax to 1e-12 (float64)"
     ax.text(CONTEXT / 2, 0.35, exact, ha="center", va="top", fontsize=7.5)
     ax.text(-55, 1.28, "_merge_splits", ha="left", va="center", fontsize=7.5, family="monospace")
-    ax.set_title(
-        f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the "
-        f"{GPU} ({HARDWARE[GPU].sm_count} SMs): choose_num_splits = {n}, "
-        f"BLOCK_N = {block_n}, split length {split_len}",
-        fontsize=9,
-    )
-    strips = f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's output (seeded "
-    strips += (
-        "random keys and values), blue negative, red positive; white ticks mark the key tiles."
-    )
+    title = f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the {GPU} "
+    title += f"({HARDWARE[GPU].sm_count} SMs): choose_num_splits = {n}, BLOCK_N = {block_n}, "
+    ax.set_title(title + f"split length {split_len}", fontsize=9)
+    strips = f"Strips: the first {SHOWN_DIMS} of {D} components of one query row's output "
+    strips += "(seeded random keys and values), blue negative, red positive; white ticks mark the "
+    strips += "key tiles."
     fig.text(0.5, 0.01, strips, ha="center", fontsize=7)
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    return svg(fig)
-
-
-def outputs() -> dict[str, str | bytes]:
-    return {"figures/split-kv-merge.svg": figure()}
+    return {"figures/split-kv-merge.svg": svg(fig)}

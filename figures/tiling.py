@@ -1,6 +1,5 @@
 """The Flash kernel's three loop runs over the grid of query tiles x key tiles (for Lab 02).
 
-
 For each query tile, Lab 02's `_attn_fwd` computes a key range [lo, hi) and inside it an interior
 [full_lo, full_hi), then runs three loops: a masked run at the window's edge [lo, full_lo), an
 unmasked interior [full_lo, full_hi) and a masked run over the diagonal and the ragged end of the
@@ -74,10 +73,8 @@ def figure(causal: bool, window: int | None) -> bytes:
     fig, ax = plt.subplots(figsize=(7.2, 4.6))
     for i0, _, runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal, window):
         for n0, run in zip(range(0, NK, BLOCK_N), runs, strict=True):
-            w, h = min(BLOCK_N, NK - n0), min(BLOCK_M, NQ - i0)
-            ax.add_patch(
-                Rectangle((n0, i0), w, h, facecolor=COLORS[run], edgecolor="white", lw=1.5)
-            )
+            size = min(BLOCK_N, NK - n0), min(BLOCK_M, NQ - i0)
+            ax.add_patch(Rectangle((n0, i0), *size, facecolor=COLORS[run], ec="white", lw=1.5))
     # The visible pairs: key j is visible to query i iff i + shift - W < j <= i + shift.
     shift = NK - NQ
     rows = [0, NQ]
