@@ -62,20 +62,18 @@ def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
 
 def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """MiniGPT (seed 0) on the verb sequence: each layer's query of the last token and its keys
-    and values of all 64 tokens, a layer per batch row (float64 model)."""
+    and values of all 64 tokens, a layer per batch row (float64 model), as the model's `attn`
+    receives them."""
     torch.manual_seed(0)
-    model = MiniGPT(VERB_CONFIG).double().eval()
     seen = []
-    keep = lambda mod, i, o: seen.append(o)
-    hooks = [m.register_forward_hook(keep) for b in model.blocks for m in (b.attn.wq, b.attn.wkv)]
+
+    def record(q, k, v, **mask):
+        seen.append((q[0, :, -1], k[0], v[0]))
+        return attention_ref(q, k, v, **mask)
+
     with torch.no_grad():
-        model(torch.tensor([verb_sequence()]))
-    for h in hooks:
-        h.remove()
-    c, n = VERB_CONFIG, len(verb_sequence())
-    q = torch.stack([seen[i][0, -1].view(c.n_heads, c.head_dim) for i in (0, 2)])
-    kv = torch.stack([seen[i][0].view(n, 2, c.n_kv_heads, c.head_dim) for i in (1, 3)])
-    k, v = kv.permute(2, 0, 3, 1, 4)
+        MiniGPT(VERB_CONFIG).double().eval()(torch.tensor([verb_sequence()]), attn=record)
+    q, k, v = (torch.stack(layers) for layers in zip(*seen, strict=True))
     return q, k, v
 
 

@@ -297,22 +297,18 @@ VERB_CONFIG = MiniGPTConfig(vocab_size=tokenizer().vocab_size, max_seq_len=64, d
 def verb_qkv():
     """The running example's attention inputs: MiniGPT (seed 0) on the verb sequence, each
     layer's query of the last token and its keys and values of all 64 tokens, a layer per
-    batch row: q (2, 4, 16), k and v (2, 2, 64, 16), float32."""
+    batch row, as the model's `attn` receives them: q (2, 4, 16), k and v (2, 2, 64, 16),
+    float32."""
     torch.manual_seed(0)
-    model = MiniGPT(VERB_CONFIG).eval()
     seen = []
-    hooks = [b.attn.wq.register_forward_hook(lambda m, i, o: seen.append(o))
-             for b in model.blocks]
-    hooks += [b.attn.wkv.register_forward_hook(lambda m, i, o: seen.append(o))
-              for b in model.blocks]
+
+    def record(q, k, v, **mask):
+        seen.append((q[0, :, -1], k[0], v[0]))
+        return attention_ref(q, k, v, **mask)
+
     with torch.no_grad():
-        model(torch.tensor([verb_sequence()]))
-    for h in hooks:
-        h.remove()
-    c, n = VERB_CONFIG, len(verb_sequence())
-    q = torch.stack([seen[i][0, -1].view(c.n_heads, c.head_dim) for i in (0, 2)])
-    kv = torch.stack([seen[i][0].view(n, 2, c.n_kv_heads, c.head_dim) for i in (1, 3)])
-    k, v = kv.permute(2, 0, 3, 1, 4)  # (2 layers, Hkv, n, d) each
+        MiniGPT(VERB_CONFIG).eval()(torch.tensor([verb_sequence()]), attn=record)
+    q, k, v = (torch.stack(layers) for layers in zip(*seen, strict=True))
     return q, k, v
 
 
