@@ -81,6 +81,8 @@ def test_launch_caches_by_specialisation(monkeypatch):
     assert calls[2][1][-2:] == (18, 4)
     with pytest.raises(TypeError, match="every constexpr by name"):
         kernels.launch(kernel, (1,), x, 5, 4)
+    with pytest.raises(ValueError, match="1 to 3 program counts, got \\(1, 1, 1, 2\\)"):
+        kernels.launch(kernel, (1, 1, 1, 2), x, 17, BLOCK=4)
 
 
 @pytest.mark.gpu

@@ -107,6 +107,9 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     (kernel, device, meta, the specialisation of each of args) has been seen: see the GPU
     primer. args are the kernel's runtime parameters in order, meta its constexprs (all of
     them) and launch options."""
+    if not isinstance(grid, tuple) or not 1 <= len(grid) <= 3:  # Triton would drop a 4th axis
+        raise ValueError(f"launch({getattr(kernel, '__name__', kernel)}): grid must be a tuple "
+                         f"of 1 to 3 program counts, got {grid!r}")
     if not _DIRECT or _hooked():
         kernel[grid](*args, **meta)
         return
