@@ -1505,6 +1505,12 @@ def test_exam_fp8_error_and_its_profile():
     assert "ALU is the highest-utilized pipeline" in first  # "the integer pipe the busiest"
     stated(EXAM, "every register a thread may hold in use, an eighth of the warps an SM can keep, "
                  "DRAM busy a third of the time and the integer pipe the busiest")
+    # "it reads 128-key tiles now, faster at Lab 03 part 2's shape and still short of its bars"
+    now = {r["impl"]: r for r in json.loads(FP8_DATA.read_text())["records"]}
+    assert now["fp8_paged"]["graph_ms"] < now["fp8_paged_block_n_64"]["graph_ms"]
+    assert now["fp16_paged"]["graph_ms"] / now["fp8_paged"]["graph_ms"] < 1.6
+    stated(EXAM, "The run used the 64-key tile the 8-bit cache had then; it reads 128-key tiles "
+                 "now, faster at Lab 03 part 2's shape and still short of its bars there")
 
 
 def test_fp8_profile_and_sweep_stated():
