@@ -78,7 +78,7 @@ def _paged_decode_fwd(
     # The chunks of one (sequence, kv head) are neighbours on the first axis, so they are
     # scheduled together and read the same K/V tiles at about the same time (from the L2 after
     # the first, a hypothesis: see DECODE_MAX_GROUP_ROWS).
-    chunks = tl.cdiv(group, BLOCK_G)
+    chunks = (group + BLOCK_G - 1) // BLOCK_G  # as group_rows counts them
     off_bh = tl.program_id(0) // chunks
     chunk = tl.program_id(0) % chunks
     split = tl.program_id(1)
