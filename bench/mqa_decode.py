@@ -1,24 +1,25 @@
 """MQA decode with the group cut into chunks (issue 23; Lab 03 part 2, "The decode kernel"): our
-paged decode kernel at DECODE_MAX_GROUP_ROWS (G_max) = 16, 32 and 64 (64: no chunks), beside
-SDPA's cuDNN backend on the contiguous cache, at the two MQA shapes where the kernel trailed:
-B = 64, 4,096 keys, 32 query heads (data/bench-paged-decode-h200.json's "heads" row) and B = 256,
-2,048 keys, 64 query heads (data/exam-h200.json's MQA row); one kv head, d = 128, float16, blocks
-of 16 in a random order (bench.core.in_blocks). In one process, on the same keys and values.
+decode kernel at DECODE_MAX_GROUP_ROWS (G_max) = 16, 32 and 64 (64: no chunks), through a block
+table and (minimodel.attention) on the contiguous cache, beside SDPA's cuDNN backend on the
+contiguous cache, at the two MQA shapes where the kernel trailed: B = 64, 4,096 keys, 32 query
+heads (data/bench-paged-decode-h200.json's "heads" row) and B = 256, 2,048 keys, 64 query heads
+(data/exam-h200.json's MQA row); one kv head, d = 128, float16, blocks of 16 in a random order
+(bench.core.in_blocks). In one process, on the same keys and values.
 
     PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.mqa_decode \
-        --out $OUT/mqa-decode-h200.json      # under a minute on the H200, expected
+        --out $OUT/mqa-decode-h200.json      # about a minute on the H200 (expected, not run)
 
- Each call goes through `paged_decode`'s fast path (max_context_len
-given, as a server's step under a CUDA graph does), with G_max set around the call as
-bench.fp8_decode's `with_tile` sets the tile (captured with it: a replay runs what the capture
-launched). Before timing, each output is checked on two sequences against the float32
-reference: an error more than twice PyTorch's own float16 error ends the run, nothing timed.
-Timing: `bench.core.time_ms(graph=True)` (minimodel.timing.gpu_time_ms, the median of
-do_bench_cudagraph replays), `--rounds` rounds with the implementations in turns; the device
-copy rate (bench.paged_decode.copy_rate, bytes read + written) at the start and at the end.
-Bytes: `roofline.kv_cache_bytes(1, Hkv, d, N, batch=B)`, the cache a step must read, for every
-implementation. Each paged record says the tile (BLOCK_G rows), the chunks and the splits the
-launch used (`paged_attention.group_rows`, `choose_num_splits`).
+The paged calls take `paged_decode`'s fast path (max_context_len given, as a server's step under
+a CUDA graph does). G_max is set around each call as bench.fp8_decode's `with_tile` sets the
+tile, so a capture launches with it and its replays run what was launched. Before timing, each
+output is checked on two sequences against the float32 reference: an error more than twice
+PyTorch's own float16 error ends the run, nothing timed. Timing: `bench.core.time_ms(graph=True)`
+(minimodel.timing.gpu_time_ms, the median of do_bench_cudagraph replays), `--rounds` rounds with
+the implementations in turns; the device copy rate (bench.paged_decode.copy_rate, bytes read +
+written) at the start and at the end. Bytes: `roofline.kv_cache_bytes(1, Hkv, d, N, batch=B)`,
+the cache a step must read, for every implementation. Each record of ours says the query tile
+(BLOCK_G rows), the chunks and the splits its launch used (`paged_attention.group_rows`,
+`choose_num_splits`); `vs_cudnn` is cuDNN's time over its own (above 1: faster than cuDNN).
 """
 
 import contextlib
@@ -32,6 +33,7 @@ import triton
 from bench.core import arguments, environment, in_blocks, save, sdpa, time_ms
 from bench.paged_decode import Decode, copy_rate, sdpa_fn
 from minimodel import kernels, paged_attention
+from minimodel.attention import attention
 from minimodel.paged_attention import paged_decode
 from minimodel.reference import attention_ref
 from minimodel.roofline import kv_cache_bytes
@@ -100,22 +102,27 @@ def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:
     shape = {"b": b, "ctx": n, "hq": hq, "hkv": HKV, "d": D, "dtype": "float16"}
     nbytes = kv_cache_bytes(1, HKV, D, n, batch=b)
     fns, recs = {}, {}
+    q4 = q[:, :, None]
     for g_max in MAX_GROUP_ROWS:
 
-        def call(g_max=g_max):
+        def paged(g_max=g_max):
             with max_group_rows(g_max):
                 return paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=n)
 
-        name = f"paged_bs16_gmax{g_max}"
-        fns[name] = call
-        recs[name] = {
-            **shape,
-            "impl": name,
-            **launch_shape(b, n, hq, g_max),
-            "form": f"block table, blocks of {BLOCK_SIZE}, random permutation; "
-            f"DECODE_MAX_GROUP_ROWS = {g_max}",
+        def contiguous(g_max=g_max):
+            with max_group_rows(g_max):
+                return attention(q4, k, v, causal=True)[:, :, 0]
+
+        in_pool = f"block table, blocks of {BLOCK_SIZE}, random order"
+        forms = {
+            f"paged_bs16_gmax{g_max}": (paged, in_pool),
+            f"contiguous_gmax{g_max}": (contiguous, "minimodel.attention, contiguous cache"),
         }
-    cudnn, form = sdpa_fn("sdpa_cudnn", q[:, :, None], k, v, Decode("mqa", b, n, hq=hq, hkv=HKV))
+        for name, (fn, form) in forms.items():
+            fns[name] = fn
+            recs[name] = {**shape, "impl": name, **launch_shape(b, n, hq, g_max)}
+            recs[name]["form"] = f"{form}; DECODE_MAX_GROUP_ROWS = {g_max}"
+    cudnn, form = sdpa_fn("sdpa_cudnn", q4, k, v, Decode("mqa", b, n, hq=hq, hkv=HKV))
     fns["sdpa_cudnn"] = lambda: cudnn()[:, :, 0]
     recs["sdpa_cudnn"] = {
         **shape,

@@ -585,6 +585,8 @@ GPU_DECODE = [  # (lengths, Hq, Hkv, d, block_size, window)
     ([777, 20000], 16, 1, 64, 128, 4096),
     ([5000, 3, 12345], 8, 8, 256, 32, 1000),
     ([2049, 1000], 12, 4, 80, 8, None),
+    ([4097, 1, 3000], 64, 1, 128, 16, None),  # MQA: a group of 64 in chunks
+    ([5000, 33], 48, 2, 64, 64, 1000),  # groups of 24: a chunk half padding
 ]
 
 
