@@ -197,6 +197,17 @@ def test_decode_strided_inputs():
 def test_decode_custom_scale_and_large_logits():
     lens = [60, 9]
     check_decode(make_q(2, 4, 64) * 30, make_cache(lens, 2, 64, 16), lens, scale=0.3)
+
+
+# Large groups: MQA with 32 and 64 query heads, and groups of 24 and 48 (not powers of two),
+# one split, the default split and three splits under a window.
+@pytest.mark.parametrize(("hq", "hkv"), [(32, 1), (64, 1), (24, 1), (96, 2)])
+@pytest.mark.parametrize(("num_splits", "window"), [(1, None), (None, None), (3, 20)])
+def test_decode_large_groups(hq, hkv, num_splits, window):
+    lens = [1, 40, 97]
+    first_kept = None if window is None else [max(0, n - window) for n in lens]
+    cache = make_cache(lens, hkv, 32, 16, first_kept=first_kept)
+    check_decode(make_q(3, hq, 32), cache, lens, num_splits=num_splits, window=window)
 # ~/~ end
 
 
@@ -574,6 +585,8 @@ GPU_DECODE = [  # (lengths, Hq, Hkv, d, block_size, window)
     ([777, 20000], 16, 1, 64, 128, 4096),
     ([5000, 3, 12345], 8, 8, 256, 32, 1000),
     ([2049, 1000], 12, 4, 80, 8, None),
+    ([4097, 1, 3000], 64, 1, 128, 16, None),  # MQA: a group of 64 in chunks
+    ([5000, 33], 48, 2, 64, 64, 1000),  # groups of 24: a chunk half padding
 ]
 
 

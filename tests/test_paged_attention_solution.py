@@ -45,21 +45,25 @@ from minimodel.reference import attention_ref
 H200_SMS = 132
 
 
+@pytest.mark.parametrize("chunks", [1, 4])  # the programs a large group is cut into
 @pytest.mark.parametrize(("batch", "hkv", "context"), [
     (1, 8, 131072), (1, 8, 32768), (64, 8, 4096), (256, 8, 512), (64, 1, 4096), (64, 32, 4096),
-    (1, 8, 100), (3, 2, 10**7), (1, 1, 64),
+    (1, 8, 100), (3, 2, 10**7), (1, 1, 64), (256, 1, 2048),
 ])
-def test_split_fills_the_gpu_without_short_splits(batch, hkv, context):
+def test_split_fills_the_gpu_without_short_splits(batch, hkv, context, chunks):
     block_n = 64
-    splits = pa.choose_num_splits(batch, hkv, context, block_n, H200_SMS)
+    splits = pa.choose_num_splits(batch, hkv, context, block_n, H200_SMS, chunks)
     tiles = triton.cdiv(context, block_n)
     assert 1 <= splits <= pa.MAX_SPLITS
     target = pa.PROGRAMS_PER_SM * H200_SMS
-    if batch * hkv >= target:  # the batch alone fills the GPU: no split, no merge
+    programs = batch * hkv * chunks
+    if programs >= target:  # the batch alone fills the GPU: no split, no merge
         assert splits == 1
     else:  # enough programs, unless the context is too short (or the cap is reached)
         short = max(1, tiles // pa.MIN_TILES_PER_SPLIT)
-        assert batch * hkv * splits >= target or splits in (short, pa.MAX_SPLITS)
+        assert programs * splits >= target or splits in (short, pa.MAX_SPLITS)
+        # and no more than that: one split fewer would leave the GPU short
+        assert splits == 1 or programs * (splits - 1) < target
     assert splits == 1 or tiles // splits >= pa.MIN_TILES_PER_SPLIT
 
 
@@ -123,6 +127,68 @@ def test_the_split_workspace_is_kept_per_thread():
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-chunks>>[init]
+# --- Large groups cut into chunks of query heads (DECODE_MAX_GROUP_ROWS) ----------------------
+@pytest.mark.parametrize(("group", "g_max", "rows"), [
+    (1, 16, (16, 1)), (4, 16, (16, 1)), (16, 16, (16, 1)), (17, 16, (16, 2)), (24, 16, (16, 2)),
+    (64, 16, (16, 4)), (24, 32, (32, 1)), (48, 32, (32, 2)), (32, 64, (32, 1)),
+    (64, 64, (64, 1)), (96, 64, (64, 2)),
+])
+def test_group_rows_cut_a_group_into_chunks(monkeypatch, group, g_max, rows):
+    monkeypatch.setattr(pa, "DECODE_MAX_GROUP_ROWS", g_max)
+    assert pa.group_rows(group) == rows
+
+
+@pytest.mark.parametrize("g_max", [8, 24, 0, 16.0, True])
+def test_group_rows_refuse_a_bad_maximum(monkeypatch, g_max):
+    monkeypatch.setattr(pa, "DECODE_MAX_GROUP_ROWS", g_max)
+    with pytest.raises(ValueError, match=f"DECODE_MAX_GROUP_ROWS.*{g_max}"):
+        pa.group_rows(32)
+
+
+def test_the_split_counts_the_chunks():
+    # MQA at B = 64, 4k keys: 9 splits of a 32-row tile, or 5 of each of two 16-row chunks
+    assert pa.choose_num_splits(64, 1, 4096, 64, H200_SMS) == 9
+    assert pa.choose_num_splits(64, 1, 4096, 64, H200_SMS, 2) == 5
+
+
+# Every maximum on the same inputs, paged (split, windowed) and contiguous (minimodel.attention):
+# a group of 48 is 3 chunks of 16, 2 of 32 (the last half padding) or 1 of 64; 24 leaves half
+# of its last chunk of 16 as padding, which would store over the next kv head's heads.
+@pytest.mark.parametrize("g_max", [16, 32, 64])
+@pytest.mark.parametrize(("hq", "hkv"), [(48, 1), (48, 2), (64, 1)])
+def test_every_maximum_decodes_large_groups(monkeypatch, g_max, hq, hkv):
+    monkeypatch.setattr(pa, "DECODE_MAX_GROUP_ROWS", g_max)
+    lens = [3, 70]
+    cache = make_cache(lens, hkv, 32, 16, first_kept=[0, 20])
+    check_decode(make_q(2, hq, 32), cache, lens, num_splits=2, window=50)
+    q, k, v = make_qkv(2, hq, hkv, 1, 70, 32, seed=hq)
+    for mask in ({}, {"window": 50}):
+        out, lse = attention(q, k, v, causal=True, **mask, return_lse=True)
+        for seq in range(2):
+            check_row(out[seq], lse[seq], q[seq : seq + 1], k[seq : seq + 1], v[seq : seq + 1],
+                      **mask)
+
+
+@pytest.mark.parametrize("entry", ["num_blocks", -1])
+def test_each_chunk_flags_a_bad_entry_and_skips_its_keys(entry):
+    # A group of 40 in chunks of 16, 16 and 8 (+8 padding rows): every chunk skips the bad
+    # block's keys, and the flag is the same whichever chunk sets it.
+    lens = [37, 50]
+    cache = make_cache(lens, 1, 32, 16)
+    k, v, k_pool, v_pool, table, lens_t = cache
+    table[1, 1] = bad_value(entry, k_pool)
+    flags = torch.zeros(2, dtype=torch.int32, device=DEVICE)
+    q = make_q(2, 40, 32)
+    out, lse = paged_decode(q, k_pool, v_pool, fenced(table, spare_block(cache)),
+                            fenced(lens_t, 10**6), max_context_len=50, num_splits=2,
+                            return_lse=True, error_flags=flags)
+    assert flags.tolist() == [0, BAD_ENTRY]
+    check_decode_keys(out, lse, q, k, v, 0, range(37))
+    check_decode_keys(out, lse, q, k, v, 1, [*range(16), *range(32, 50)])
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-rows>>[init]
 def test_a_short_max_context_len_costs_speed_not_correctness():
     # The last split runs to the end of each context whatever max_context_len said.
@@ -132,11 +198,12 @@ def test_a_short_max_context_len_costs_speed_not_correctness():
 
 
 @pytest.mark.parametrize(("num_splits", "window"), [(1, None), (3, None), (5, 20)])
-def test_the_kernels_write_only_their_own_rows(num_splits, window):
+@pytest.mark.parametrize("hq", [6, 48])  # groups of 3, and of 24: chunks of 16, half padding
+def test_the_kernels_write_only_their_own_rows(num_splits, window, hq):
     # Outputs and the split workspace as views into NaN-filled buffers with gaps around every
     # row: a store that strays (a padded query head, a column past d, a split) shows as a
     # non-NaN gap, a row not written as a NaN inside.
-    lens, hq, hkv, d = [7, 50, 33], 6, 2, 48
+    lens, hkv, d = [7, 50, 33], 2, 48
     k, v, k_pool, v_pool, table, lens_t = make_cache(lens, hkv, d, 16)
     q = make_q(3, hq, d)
     nan = float("nan")

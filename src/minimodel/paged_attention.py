@@ -74,7 +74,13 @@ def _paged_decode_fwd(
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
     HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
 ):
-    off_bh = tl.program_id(0)
+    # A group of more than BLOCK_G query heads is cut into chunks of BLOCK_G, one program each.
+    # The chunks of one (sequence, kv head) are neighbours on the first axis, so they are
+    # scheduled together and read the same K/V tiles at about the same time (from the L2 after
+    # the first, a hypothesis: see DECODE_MAX_GROUP_ROWS).
+    chunks = (group + BLOCK_G - 1) // BLOCK_G  # as group_rows counts them
+    off_bh = tl.program_id(0) // chunks
+    chunk = tl.program_id(0) % chunks
     split = tl.program_id(1)
     off_b = off_bh // n_kv_heads
     # Every index that multiplies a stride is int64: a cache past 2^31 elements is addressed
@@ -98,7 +104,8 @@ def _paged_decode_fwd(
     start = lo // BLOCK_N * BLOCK_N + split * split_len
     end = tl.where(split == tl.num_programs(1) - 1, ctx, tl.minimum(start + split_len, ctx))
 
-    offs_g = tl.arange(0, BLOCK_G)  # the query heads of this kv head's group, padded
+    # this chunk's query heads, numbered within the kv head's group, padded past the group's end
+    offs_g = chunk * BLOCK_G + tl.arange(0, BLOCK_G)
     heads = off_hkv * group + offs_g  # int64
     g_ok = offs_g < group
     cols = tl.arange(0, HEAD_DIM)
@@ -506,16 +513,38 @@ def prefill_config(head_dim: int, elem_bytes: int) -> PrefillConfig:
 PROGRAMS_PER_SM = 4  # aim for this many decode programs per SM (latency hiding, even waves)
 MIN_TILES_PER_SPLIT = 4  # a split shorter than this costs more to merge than it gains
 MAX_SPLITS = 256
+# G_max, the most query heads of a group that one decode program holds. A group of g heads is cut
+# into ceil(g / G_max) chunks of BLOCK_G = min(max(16, 2^ceil(log2 g)), G_max) rows, one program
+# each. Uncut, an MQA group (g = 32 or 64) is one 32- or 64-row tile in each of only B * Hkv
+# programs, with few K/V loads in flight per SM; the chunks multiply the programs by
+# ceil(g / G_max) (so fewer splits are needed) and each chunk reads its kv head's tiles again,
+# from the L2 when its neighbours have just read them. A hypothesis, not measured:
+# bench.mqa_decode times G_max = 16, 32 and 64 (64: no group of up to 64 is cut). A power of two,
+# at least 16 (tl.dot's smallest tile); a module constant that a benchmark may set around a call.
+DECODE_MAX_GROUP_ROWS = 16
+
+
+def group_rows(group: int) -> tuple[int, int]:
+    """(BLOCK_G, chunks): the rows of a decode program's query tile for a group of `group`
+    query heads per kv head (a power of two, 16 to DECODE_MAX_GROUP_ROWS), and the number of
+    programs the group is cut into."""
+    g_max = check_int("DECODE_MAX_GROUP_ROWS", DECODE_MAX_GROUP_ROWS, 16)
+    if g_max & (g_max - 1):
+        raise ValueError(f"DECODE_MAX_GROUP_ROWS must be a power of two >= 16, got {g_max}")
+    block_g = min(max(16, next_power_of_2(group)), g_max)
+    return block_g, cdiv(group, block_g)
 
 
 def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: int,
-                      num_sms: int) -> int:
-    """Splits of the context per (sequence, kv head) so that the grid fills the GPU.
+                      num_sms: int, chunks: int = 1) -> int:
+    """Splits of the context per (sequence, kv head, chunk of its group) so that the grid fills
+    the GPU.
 
-    batch * n_kv_heads programs already fill `PROGRAMS_PER_SM` per SM: no split. Otherwise as many
-    splits as bring the grid there, but none shorter than `MIN_TILES_PER_SPLIT` tiles.
+    batch * n_kv_heads * chunks programs already fill `PROGRAMS_PER_SM` per SM: no split.
+    Otherwise as many splits as bring the grid there, but none shorter than
+    `MIN_TILES_PER_SPLIT` tiles.
     """
-    programs = batch * n_kv_heads
+    programs = batch * n_kv_heads * chunks
     target = PROGRAMS_PER_SM * num_sms
     if programs >= target:
         return 1
@@ -913,15 +942,17 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
-    if num_splits is None:
-        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device))
-    split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     group = hq // n_kv_heads
+    block_g, chunks = group_rows(group)
+    if num_splits is None:
+        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device),
+                                       chunks)
+    split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     if out is None:
         out = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
                torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
     o, lse = out
-    if num_splits == 1:  # one program per (sequence, kv head) writes the result itself
+    if num_splits == 1:  # each program writes its heads' results itself
         o_dst, lse_dst = o, lse
         so = (o.stride(0), o.stride(1), 0, o.stride(-1))
         sl = (lse.stride(0), lse.stride(1), 0)
@@ -940,13 +971,13 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
     # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
     launch(
-        _paged_decode_fwd, (b * n_kv_heads, num_splits),
+        _paged_decode_fwd, (b * n_kv_heads * chunks, num_splits),
         q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
         q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
         error_flags.stride(0) if error_flags is not None else 0,
         *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
-        D=d, HEAD_DIM=head_dim, BLOCK_G=max(16, next_power_of_2(group)),
+        D=d, HEAD_DIM=head_dim, BLOCK_G=block_g,
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
         HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
