@@ -107,16 +107,21 @@ def test_the_split_workspace_is_kept_per_thread():
     import threading
 
     dev = torch.device(DEVICE)
-    first = pa._workspace(dev, 2, 4, 3, 32)
-    assert pa._workspace(dev, 2, 4, 3, 32) is first
+    first = pa._workspace(dev, 2, 4, 3, 32, 2)
+    assert pa._workspace(dev, 2, 4, 3, 32, 2) is first
     assert first[0].shape == (2, 4, 3, 32) and first[1].shape == (2, 4, 3)
-    assert all(t.dtype == torch.float32 and t.device.type == dev.type for t in first)
+    assert all(t.dtype == torch.float32 and t.device.type == dev.type for t in first[:2])
+    counts = first[2]  # the folded merge's counters: one per (sequence, kv head), at zero
+    assert counts.dtype == torch.int32 and counts.shape == (4,) and not counts.any()
     elsewhere = []
-    worker = threading.Thread(target=lambda: elsewhere.append(pa._workspace(dev, 2, 4, 3, 32)))
+    worker = threading.Thread(
+        target=lambda: elsewhere.append(pa._workspace(dev, 2, 4, 3, 32, 2)))
     worker.start()
     worker.join()
     assert elsewhere[0][0].data_ptr() != first[0].data_ptr()
-    assert pa._workspace(dev, 2, 4, 5, 32)[0].shape == (2, 4, 5, 32)
+    assert elsewhere[0][2].data_ptr() != counts.data_ptr()
+    assert pa._workspace(dev, 2, 4, 5, 32, 2)[0].shape == (2, 4, 5, 32)
+    assert pa._workspace(dev, 2, 4, 5, 32, 1)[2].shape == (2,)
     lens = [70, 33]  # and calls through it stay right, twice in a row
     for _ in range(2):
         check_decode(make_q(2, 4, 32), make_cache(lens, 2, 32, 16), lens, num_splits=3)
@@ -131,8 +136,9 @@ def test_a_short_max_context_len_costs_speed_not_correctness():
                  num_splits=3)
 
 
+@pytest.mark.parametrize("fold", [True, False])
 @pytest.mark.parametrize(("num_splits", "window"), [(1, None), (3, None), (5, 20)])
-def test_the_kernels_write_only_their_own_rows(num_splits, window):
+def test_the_kernels_write_only_their_own_rows(num_splits, window, fold):
     # Outputs and the split workspace as views into NaN-filled buffers with gaps around every
     # row: a store that strays (a padded query head, a column past d, a split) shows as a
     # non-NaN gap, a row not written as a NaN inside.
@@ -145,12 +151,15 @@ def test_the_kernels_write_only_their_own_rows(num_splits, window):
     w_buf = torch.full((3, hq + 1, num_splits + 1, d + 8), nan, device=DEVICE)
     wl_buf = torch.full((3, hq + 1, num_splits + 1), nan, device=DEVICE)
     out = (o_buf[:, 1 : hq + 1, 4 : d + 4], lse_buf[:, 1 : hq + 1])
-    workspace = (w_buf[:, :hq, :num_splits, :d], wl_buf[:, :hq, :num_splits])
+    counts = torch.zeros(3 * hkv, dtype=torch.int32, device=DEVICE)
+    workspace = (w_buf[:, :hq, :num_splits, :d], wl_buf[:, :hq, :num_splits], counts)
     pa._launch_decode(
         q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
         strides_v=v_pool.stride(), block_size=16, n_kv_heads=hkv, max_context_len=max(lens),
-        num_splits=num_splits, window=window, tau=d**-0.5, out=out, workspace=workspace)
+        num_splits=num_splits, window=window, tau=d**-0.5, out=out, workspace=workspace,
+        fold_merge=fold)
     assert not out[0].isnan().any() and not out[1].isnan().any()
+    assert not counts.any()  # the folded merge's counters back at zero (untouched unfolded)
     o_gap, lse_gap = o_buf.clone(), lse_buf.clone()
     o_gap[:, 1 : hq + 1, 4 : d + 4] = nan
     lse_gap[:, 1 : hq + 1] = nan
@@ -193,6 +202,53 @@ def test_the_prefill_writes_only_its_own_rows():
     # Sequences packed back to back: a stray store past a sequence's last row lands in the next
     # sequence's rows (written earlier by the interpreter's order of programs) and shows.
     check_prefill([40, 17, 64], [23, 17, 9], 2, 2, 32, 16, window=30)
+
+
+@pytest.mark.parametrize(("lens", "num_splits", "window", "bad"), [
+    ([70], 2, None, None), ([70, 33, 0], 3, None, None), ([90, 41], 5, 20, None),
+    ([130, 64], 7, None, 1), ([50, 100, 17], 4, 30, 0), ([40], 16, None, None),
+])
+def test_the_folded_merge_is_the_two_launch_merge(lens, num_splits, window, bad):
+    """The decode kernel's last program per (sequence, kv head) merges the splits (the fold)
+    as _merge_splits does in a second launch: the same outputs and flags bit for bit (one
+    helper, _merge_row, the same operations in the same order), and the counters back at zero
+    after every call, so that the next call counts from zero. Several split counts (more splits
+    than tiles too), windows, B > 1, an empty context, a table entry outside the pool on the
+    fast path. Under the interpreter the programs run one after another, so the race the
+    fold's memory ordering guards against cannot show here: the GPU tests run it."""
+    hq, hkv, d = 6, 2, 48
+    k_pool, v_pool, table, lens_t = make_cache(lens, hkv, d, 16)[2:]
+    if bad is not None:  # read by sequence `bad`: flagged, its keys skipped, in both paths
+        table = table.clone()
+        table[bad, 1] = k_pool.shape[0]
+    q = make_q(len(lens), hq, d)
+    counts = pa._workspace(torch.device(DEVICE), len(lens), hq, num_splits, d, hkv)[2]
+    results = []
+    for fold in (True, False):
+        flags = torch.zeros(len(lens), dtype=torch.int32, device=DEVICE)
+        for _ in range(2):  # the second call reuses the workspace and its counters
+            o, lse = pa._launch_decode(
+                q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
+                strides_v=v_pool.stride(), block_size=16, n_kv_heads=hkv,
+                max_context_len=max(lens), num_splits=num_splits, window=window, tau=d**-0.5,
+                error_flags=flags, fold_merge=fold)
+            assert not counts.any()
+        results.append((o, lse, flags))
+    for folded, unfolded in zip(*results, strict=True):
+        torch.testing.assert_close(folded, unfolded, atol=0, rtol=0)
+    assert bool(results[0][2].any()) == (bad is not None)
+
+
+@pytest.mark.parametrize("window", [None, 9])
+def test_attention_decodes_alike_folded_or_not(monkeypatch, window):
+    # The public entry point on a contiguous cache, at its default split: the fold switched on
+    # and off module-wide (FOLD_MERGE) gives the same bits.
+    q, k, v = make_qkv(2, 8, 2, 1, 150, 32, device=DEVICE)
+    outs = []
+    for fold in (True, False):
+        monkeypatch.setattr(pa, "FOLD_MERGE", fold)
+        outs.append(attention(q, k, v, causal=True, window=window))
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
 # ~/~ end
 
 
@@ -787,13 +843,79 @@ def test_gpu_a_captured_split_decode_takes_its_own_workspace():
     # Eager calls keep their split workspace for the next call; a call captured into a CUDA graph
     # takes its own from the graph's pool, which no eager call then overwrites between replays.
     dev = torch.device("cuda")
-    eager = pa._workspace(dev, 1, 8, 4, 64)
+    eager = pa._workspace(dev, 1, 8, 4, 64, 2)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        captured = pa._workspace(dev, 1, 8, 4, 64)
+        captured = pa._workspace(dev, 1, 8, 4, 64, 2)
         captured[0].zero_()
     assert captured[0].data_ptr() != eager[0].data_ptr()
-    assert pa._workspace(dev, 1, 8, 4, 64) is eager
+    assert captured[2].data_ptr() != eager[2].data_ptr()
+    assert pa._workspace(dev, 1, 8, 4, 64, 2) is eager
+
+
+def fold_inputs(b, n, seed):
+    """Decode at the bench's shape (GQA 32/8, d = 128, fp16), contiguous: q (B, 32, 1, 128),
+    k, v (B, 8, n, 128)."""
+    return make_qkv(b, 32, 8, 1, n, 128, dtype=torch.float16, device="cuda", seed=seed)
+
+
+def folded_and_not(q, k, v, num_splits, window=None):
+    return [pa.decode_contiguous(q, k, v, window=window, tau=128**-0.5, num_splits=num_splits,
+                                 fold_merge=fold) for fold in (True, False)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("b", "n", "num_splits", "window"), [
+    (1, 4096, None, None), (1, 32768, None, None), (1, 4096, 256, None), (4, 4096, 64, None),
+    (1, 1000, 7, None), (2, 32768, None, 3000),
+])
+def test_gpu_the_folded_merge_holds_call_after_call(b, n, num_splits, window):
+    """Many calls in a row, new values each time: the folded merge (the last split of each
+    (sequence, kv head) merges, after its atomic count) against the two-launch merge. A merge
+    that read a partial before its split's stores were visible would read the last call's
+    value (other inputs: another output) or garbage; the fold and _merge_splits run the same
+    helper, so they agree up to the rounding of its float32 operations (the compiler may
+    contract them differently in the two kernels) and fp16's last bit."""
+    q, k, v = fold_inputs(b, n, seed=0)
+    for seed in range(1, 101):
+        q.copy_(torch.randn_like(q))
+        if seed % 10 == 0:
+            k.copy_(torch.randn_like(k))
+        (o_f, lse_f), (o_t, lse_t) = folded_and_not(q, k, v, num_splits, window)
+        torch.testing.assert_close(o_f, o_t, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(lse_f, lse_t, atol=1e-5, rtol=1e-6)
+    torch.cuda.synchronize()
+    for _, space in pa._WORKSPACES.values():  # every counter back at zero
+        assert not space[2].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [None, 64, 256])
+def test_gpu_the_folded_merge_replays_in_a_cuda_graph(num_splits):
+    """The folded decode captured once and replayed with new values copied into its inputs
+    between replays: each replay gives the two-launch merge's output (eager, same inputs). The
+    captured call's counters come zeroed by a fill the capture recorded, and the kernel's reset
+    leaves them at zero for the next replay."""
+    q, k, v = fold_inputs(1, 4096, seed=0)
+    tau = 128**-0.5
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiled before the capture
+        pa.decode_contiguous(q, k, v, window=None, tau=tau, num_splits=num_splits,
+                             fold_merge=True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = pa.decode_contiguous(q, k, v, window=None, tau=tau, num_splits=num_splits,
+                                      fold_merge=True)
+    for seed in range(1, 31):
+        for t, new in zip((q, k, v), fold_inputs(1, 4096, seed=seed), strict=True):
+            t.copy_(new)
+        graph.replay()
+        want_o, want_lse = pa.decode_contiguous(q, k, v, window=None, tau=tau,
+                                                num_splits=num_splits, fold_merge=False)
+        torch.testing.assert_close(o, want_o, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(lse, want_lse, atol=1e-5, rtol=1e-6)
 
 
 @pytest.mark.gpu
