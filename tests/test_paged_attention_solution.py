@@ -7,6 +7,7 @@ entry point minimodel.attention (tangled from docs/lab/03b-paged-kernels.md; not
 import copy
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -237,6 +238,54 @@ def test_the_folded_merge_is_the_two_launch_merge(lens, num_splits, window, bad)
     for folded, unfolded in zip(*results, strict=True):
         torch.testing.assert_close(folded, unfolded, atol=0, rtol=0)
     assert bool(results[0][2].any()) == (bad is not None)
+
+
+# Compiles the folded decode kernel for an H100/H200 (sm_90) with Triton's own NVIDIA backend
+# (no GPU needed) and prints its Triton IR and its PTX; run apart, since conftest's
+# TRITON_INTERPRET=1 turns every kernel of this process into the interpreter's.
+FOLD_PTX = """
+import triton
+from triton.backends.compiler import GPUTarget
+from minimodel.paged_attention import _paged_decode_fwd as fn
+meta = dict(D=64, HEAD_DIM=64, BLOCK_G=16, BLOCK_N=16, BLOCK_SIZE=16, PAGED=False,
+            WINDOWED=False, HAS_ERR=False, DOT_PRECISION="tf32", FP8=False, FOLD=True, BLOCK_S=16)
+unused = dict.fromkeys(("table_ptr", "lens_ptr", "err_ptr", "ks_ptr", "vs_ptr"))
+types = dict(q_ptr="*fp16", k_ptr="*fp16", v_ptr="*fp16", o_ptr="*fp32", lse_ptr="*fp32",
+             fo_ptr="*fp16", flse_ptr="*fp32", count_ptr="*i32", qk_scale="fp32")
+sig = {n: "constexpr" if n in meta or n in unused else types.get(n, "i32") for n in fn.arg_names}
+kernel = triton.compile(triton.compiler.ASTSource(fn, sig, {**meta, **unused}),
+                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+print(kernel.asm["ttir"], "//// PTX", kernel.asm["ptx"])
+"""
+
+
+def test_the_fold_compiles_to_barrier_release_acquire_barrier():
+    """The premises of the decode kernel's ordering argument, as Triton compiles it for sm_90.
+    In its IR, the kernel's own barriers: the partials' stores, a barrier, the acquire-release
+    add at GPU scope, and in the last program a barrier before the merge's first load. In the
+    PTX, the lowering keeps that order (bar.sync, one thread's atom.global.gpu.acq_rel.add,
+    bar.sync) and no load is ld.global.nc, which the memory model leaves out. (Triton puts a
+    bar.sync before the add even without ours, for its own use of shared memory: the IR check
+    is the one that would catch a missing barrier of ours.)"""
+    import re
+    import subprocess
+    import sys
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this Triton has no NVIDIA backend to compile for sm_90 with")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    ttir, ptx = subprocess.run([sys.executable, "-c", FOLD_PTX], env=env, capture_output=True,
+                               text=True, check=True).stdout.split("//// PTX")
+    for text, add, barrier, store, load in (
+        (ttir, r"tt\.atomic_rmw add, acq_rel, gpu", "gpu.barrier", "tt.store", "tt.load"),
+        (ptx, r"atom\.global\.gpu\.acq_rel\.add", "bar.sync", "st.global", "ld.global"),
+    ):
+        adds = [m.start() for m in re.finditer(add, text)]
+        assert len(adds) == 1, add
+        before, after = text[: adds[0]], text[adds[0] :]
+        assert barrier in before[before.rindex(store) :]  # stores, barrier, then the add
+        assert barrier in after[: after.index(load)]  # the add, barrier, then the loads
+    assert "ld.global.nc" not in ptx
 
 
 @pytest.mark.parametrize("window", [None, 9])

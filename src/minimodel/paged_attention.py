@@ -189,7 +189,8 @@ def _paged_decode_fwd(
         # 8.8 Release and Acquire Patterns, 8.9.4 Memory synchronization). The partials above
         # are weak stores (st.global) by every thread of this program; the counter's add is
         # done by one thread (Triton predicates a scalar atomic to one thread and broadcasts
-        # the old value through shared memory).
+        # the old value through shared memory: see the PTX it emits for sm_90, checked by
+        # test_the_fold_compiles_to_barrier_release_acquire_barrier).
         # 1. tl.debug_barrier() is bar.sync 0: a bar.sync synchronizes with the bar.sync of
         #    every other thread of the CTA (8.9.4, rule 2), so each thread's stores precede,
         #    in causality order, whatever the adding thread does after the barrier.
