@@ -939,6 +939,36 @@ def test_gpu_the_folded_merge_holds_call_after_call(b, n, num_splits, window):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(("num_splits", "window"), [(16, None), (64, 300)])
+def test_gpu_the_folded_paged_merge_holds_call_after_call(num_splits, window):
+    """The same through a block table on the fast path, B = 3 with a table entry outside the
+    pool (flagged, its keys skipped by both paths alike) and an empty context."""
+    lens = [4000, 0, 2500]
+    k_pool, v_pool, table, lens_t = make_cache(lens, 8, 128, 16, dtype=torch.float16,
+                                               device="cuda")[2:]
+    table = table.clone()
+    table[2, 150] = k_pool.shape[0]  # keys 2400 to 2415: inside the window too
+    q = make_q(3, 32, 128, dtype=torch.float16, device="cuda")
+    for _ in range(50):
+        q.copy_(torch.randn_like(q))
+        got = []
+        for fold in (True, False):
+            flags = torch.zeros(3, dtype=torch.int32, device="cuda")
+            got.append((*pa._launch_decode(
+                q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
+                strides_v=v_pool.stride(), block_size=16, n_kv_heads=8, max_context_len=4000,
+                num_splits=num_splits, window=window, tau=128**-0.5, error_flags=flags,
+                fold_merge=fold), flags))
+        (o_f, lse_f, flags_f), (o_t, lse_t, flags_t) = got
+        torch.testing.assert_close(o_f, o_t, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(lse_f, lse_t, atol=1e-5, rtol=1e-6)
+        assert flags_f.tolist() == flags_t.tolist() == [0, 0, pa.ERR_BAD_ENTRY]
+    torch.cuda.synchronize()
+    for _, space in pa._WORKSPACES.values():
+        assert not space[2].any()
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("num_splits", [None, 64, 256])
 def test_gpu_the_folded_merge_replays_in_a_cuda_graph(num_splits):
     """The folded decode captured once and replayed with new values copied into its inputs

@@ -954,8 +954,9 @@ def decode_contiguous(
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
 # The split decode's merge: folded into the decode kernel (its last program per (sequence, kv
 # head) merges, one launch per call) or a second kernel, _merge_splits (two launches). Both run
-# the same _merge_row. The fold is the default on this branch, unmeasured on a GPU.
-FOLD_MERGE = True
+# the same _merge_row. The fold is off by default until it is measured on a GPU (Lab 01's byte
+# model, roofline.decode_bytes, also counts the two launches).
+FOLD_MERGE = False
 MERGE_BLOCK_S = 16  # splits per step of the merge's loops
 
 
