@@ -194,13 +194,13 @@ def _paged_decode_fwd(
         # 1. tl.debug_barrier() is bar.sync 0: a bar.sync synchronizes with the bar.sync of
         #    every other thread of the CTA (8.9.4, rule 2), so each thread's stores precede,
         #    in causality order, whatever the adding thread does after the barrier.
-        # 2. The add is atom.acq_rel.gpu: a release pattern on the counter (8.8), so those
-        #    stores precede the add for every thread of the GPU that acquires it. The adds of
-        #    one call form a chain of read-modify-writes on one location, each reading the one
-        #    before, so the last program's add reads (observation order) the value written by
-        #    every earlier program's add: each earlier release synchronizes with the last
-        #    program's acquire (8.9.4, rule 4), both morally strong (atomics, scope gpu, one
-        #    location).
+        # 2. The add is atom.acq_rel.gpu, a release pattern on the counter (8.8): the stores
+        #    that step 1 orders before it reach every thread whose acquire pattern it
+        #    synchronizes with. The adds of one call form a chain of read-modify-writes on one
+        #    location, each reading the one before, so the last program's add follows every
+        #    earlier program's add in observation order: each earlier release synchronizes
+        #    with the last program's acquire (8.9.4, rule 4), both morally strong (atomics of
+        #    scope gpu on one location).
         # 3. In the last program the add is also an acquire pattern; the second barrier carries
         #    it to every thread of the program (rule 2 again), before any of them loads.
         # So every partial store of every split precedes, in causality order, every load of
@@ -211,7 +211,7 @@ def _paged_decode_fwd(
         # and completion of a kernel synchronizes with the start of the next task in its
         # stream (8.9.4, API synchronization), so it starts from 0; so does every replay of a
         # CUDA graph, whose nodes are ordered likewise. Under the interpreter the programs run
-        # one after another: the last one is split num_splits - 1, and no race can show.
+        # one after another, so no race can show there.
         tl.debug_barrier()
         done = tl.atomic_add(count_ptr + off_bh, 1, sem="acq_rel", scope="gpu")
         if done == tl.num_programs(1) - 1:
