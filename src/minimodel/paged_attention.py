@@ -968,8 +968,8 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     sequence (block_tables = context_lens = None). q is (B, Hq, d), or (B, Hq, 1, d) as
     `attention` holds it. `out` = (O, lse), shaped like q and q less its last dim, and
     `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits), counts (B * Hkv,)
-    int32 zeros) may be given preallocated; they are allocated here otherwise (the workspace
-    reused, see _workspace). `scales` = (k_scale, v_scale) with 8-bit pools (paged only).
+    int32 zeros, or None unfolded) may be given preallocated; they are allocated here otherwise
+    (the workspace reused, see _workspace). `scales` = (k_scale, v_scale) with 8-bit pools (paged only).
     `fold_merge` (default FOLD_MERGE): merge the splits in the decode kernel's last program
     per (sequence, kv head), one launch, or in _merge_splits, a second launch."""
     paged = block_tables is not None
@@ -988,14 +988,14 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         out = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
                torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
     o, lse = out
-    fold = fold and num_splits > 1
+    fold = fold and num_splits > 1  # one split writes (O, lse) itself: nothing to merge
     if num_splits == 1:  # one program per (sequence, kv head) writes the result itself
         o_dst, lse_dst = o, lse
         so = (o.stride(0), o.stride(1), 0, o.stride(-1))
         sl = (lse.stride(0), lse.stride(1), 0)
     else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
         if workspace is None:
-            workspace = _workspace(q.device, b, hq, num_splits, d, n_kv_heads)
+            workspace = _workspace(q.device, b, hq, num_splits, d, n_kv_heads, counts=fold)
         o_dst, lse_dst, counts = workspace
         so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
         sl = lse_dst.stride()
@@ -1042,17 +1042,18 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
 # issued by one thread on one stream, so the GPU runs them in order and one call's merge has read
 # the partials before the next call's splits write them, and one call's counters are back at 0
 # (its last programs reset them) before the next call's splits count. Under CUDA-graph capture
-# every call takes its own (the graph's memory pool keeps it for replay); its counters are
-# zeroed by a fill that the capture records, so each replay zeroes them again (one more node in
-# the graph: cheap, not free), and the kernel's reset leaves them at 0 either way.
-_WORKSPACES: dict[tuple, tuple[tuple[int, ...], tuple[torch.Tensor, ...]]] = {}
+# every call takes its own (the graph's memory pool keeps it for replay); a folded call's
+# counters are zeroed by a fill that the capture records, so each replay zeroes them again (one
+# more node in the graph: cheap, not free), and the kernel's reset leaves them at 0 either way.
+_WORKSPACES: dict[tuple, tuple[tuple[int, ...], tuple[torch.Tensor | None, ...]]] = {}
 
 
-def _workspace(device: torch.device, b: int, hq: int, splits: int, d: int,
-               hkv: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(O_u (B, Hq, splits, d), lse_u (B, Hq, splits)) float32, and counts (B * Hkv,) int32 at
-    zero: how many splits of each (sequence, kv head) are done (the folded merge's), for one
-    split decode call."""
+def _workspace(device: torch.device, b: int, hq: int, splits: int, d: int, hkv: int,
+               counts: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(O_u (B, Hq, splits, d), lse_u (B, Hq, splits)) float32 for one split decode call, and
+    with `counts` (the folded merge's) counts (B * Hkv,) int32 at zero: how many splits of each
+    (sequence, kv head) are done. Without `counts`, None in their place unless an earlier call
+    left them (the two-launch merge allocates none: no fill, eager or captured)."""
     shape = (b, hq, splits, d, hkv)
     capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     if not capturing:
@@ -1063,10 +1064,14 @@ def _workspace(device: torch.device, b: int, hq: int, splits: int, d: int,
             key = (device.type, device.index, 0, threading.get_ident())
         cached = _WORKSPACES.get(key)
         if cached is not None and cached[0] == shape:
-            return cached[1]
+            if cached[1][2] is not None or not counts:
+                return cached[1]
+            space = (*cached[1][:2], torch.zeros(b * hkv, dtype=torch.int32, device=device))
+            _WORKSPACES[key] = (shape, space)
+            return space
     space = (torch.empty(shape[:4], dtype=torch.float32, device=device),
              torch.empty(shape[:3], dtype=torch.float32, device=device),
-             torch.zeros(b * hkv, dtype=torch.int32, device=device))
+             torch.zeros(b * hkv, dtype=torch.int32, device=device) if counts else None)
     if not capturing:
         _WORKSPACES[key] = (shape, space)
     return space
