@@ -969,7 +969,8 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     `attention` holds it. `out` = (O, lse), shaped like q and q less its last dim, and
     `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits), counts (B * Hkv,)
     int32 zeros, or None unfolded) may be given preallocated; they are allocated here otherwise
-    (the workspace reused, see _workspace). `scales` = (k_scale, v_scale) with 8-bit pools (paged only).
+    (the workspace reused, see _workspace). `scales` = (k_scale, v_scale) with 8-bit pools
+    (paged only).
     `fold_merge` (default FOLD_MERGE): merge the splits in the decode kernel's last program
     per (sequence, kv head), one launch, or in _merge_splits, a second launch."""
     paged = block_tables is not None
