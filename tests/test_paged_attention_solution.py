@@ -7,6 +7,7 @@ entry point minimodel.attention (tangled from docs/lab/03b-paged-kernels.md; not
 import copy
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -111,16 +112,25 @@ def test_the_split_workspace_is_kept_per_thread():
     import threading
 
     dev = torch.device(DEVICE)
-    first = pa._workspace(dev, 2, 4, 3, 32)
-    assert pa._workspace(dev, 2, 4, 3, 32) is first
+    first = pa._workspace(dev, 2, 4, 3, 32, 4)
+    assert pa._workspace(dev, 2, 4, 3, 32, 4) is first
     assert first[0].shape == (2, 4, 3, 32) and first[1].shape == (2, 4, 3)
-    assert all(t.dtype == torch.float32 and t.device.type == dev.type for t in first)
+    assert all(t.dtype == torch.float32 and t.device.type == dev.type for t in first[:2])
+    counts = first[2]  # the folded merge's counters: one per program of axis 0, at zero
+    assert counts.dtype == torch.int32 and counts.shape == (4,) and not counts.any()
     elsewhere = []
-    worker = threading.Thread(target=lambda: elsewhere.append(pa._workspace(dev, 2, 4, 3, 32)))
+    worker = threading.Thread(
+        target=lambda: elsewhere.append(pa._workspace(dev, 2, 4, 3, 32, 4)))
     worker.start()
     worker.join()
     assert elsewhere[0][0].data_ptr() != first[0].data_ptr()
-    assert pa._workspace(dev, 2, 4, 5, 32)[0].shape == (2, 4, 5, 32)
+    assert elsewhere[0][2].data_ptr() != counts.data_ptr()
+    assert pa._workspace(dev, 2, 4, 5, 32, 4)[0].shape == (2, 4, 5, 32)
+    unfolded = pa._workspace(dev, 2, 4, 5, 32, 2, counts=False)  # the two-launch merge's
+    assert unfolded[2] is None and unfolded[0].shape == (2, 4, 5, 32)
+    folded = pa._workspace(dev, 2, 4, 5, 32, 2)  # the fold's next: the same, with counters
+    assert folded[0] is unfolded[0] and folded[2].shape == (2,) and not folded[2].any()
+    assert pa._workspace(dev, 2, 4, 5, 32, 2, counts=False) is folded  # kept
     lens = [70, 33]  # and calls through it stay right, twice in a row
     for _ in range(2):
         check_decode(make_q(2, 4, 32), make_cache(lens, 2, 32, 16), lens, num_splits=3)
@@ -197,9 +207,10 @@ def test_a_short_max_context_len_costs_speed_not_correctness():
                  num_splits=3)
 
 
+@pytest.mark.parametrize("fold", [True, False])
 @pytest.mark.parametrize(("num_splits", "window"), [(1, None), (3, None), (5, 20)])
 @pytest.mark.parametrize("hq", [6, 48])  # groups of 3, and of 24: chunks of 16, half padding
-def test_the_kernels_write_only_their_own_rows(num_splits, window, hq):
+def test_the_kernels_write_only_their_own_rows(num_splits, window, hq, fold):
     # Outputs and the split workspace as views into NaN-filled buffers with gaps around every
     # row: a store that strays (a padded query head, a column past d, a split) shows as a
     # non-NaN gap, a row not written as a NaN inside.
@@ -212,12 +223,15 @@ def test_the_kernels_write_only_their_own_rows(num_splits, window, hq):
     w_buf = torch.full((3, hq + 1, num_splits + 1, d + 8), nan, device=DEVICE)
     wl_buf = torch.full((3, hq + 1, num_splits + 1), nan, device=DEVICE)
     out = (o_buf[:, 1 : hq + 1, 4 : d + 4], lse_buf[:, 1 : hq + 1])
-    workspace = (w_buf[:, :hq, :num_splits, :d], wl_buf[:, :hq, :num_splits])
+    counts = torch.zeros(3 * hkv * pa.group_rows(hq // hkv)[1], dtype=torch.int32, device=DEVICE)
+    workspace = (w_buf[:, :hq, :num_splits, :d], wl_buf[:, :hq, :num_splits], counts)
     pa._launch_decode(
         q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
         strides_v=v_pool.stride(), block_size=16, n_kv_heads=hkv, max_context_len=max(lens),
-        num_splits=num_splits, window=window, tau=d**-0.5, out=out, workspace=workspace)
+        num_splits=num_splits, window=window, tau=d**-0.5, out=out, workspace=workspace,
+        fold_merge=fold)
     assert not out[0].isnan().any() and not out[1].isnan().any()
+    assert not counts.any()  # the folded merge's counters back at zero (untouched unfolded)
     o_gap, lse_gap = o_buf.clone(), lse_buf.clone()
     o_gap[:, 1 : hq + 1, 4 : d + 4] = nan
     lse_gap[:, 1 : hq + 1] = nan
@@ -260,6 +274,104 @@ def test_the_prefill_writes_only_its_own_rows():
     # Sequences packed back to back: a stray store past a sequence's last row lands in the next
     # sequence's rows (written earlier by the interpreter's order of programs) and shows.
     check_prefill([40, 17, 64], [23, 17, 9], 2, 2, 32, 16, window=30)
+
+
+@pytest.mark.parametrize(("lens", "num_splits", "window", "bad", "hq"), [
+    ([70], 2, None, None, 6), ([70, 33, 0], 3, None, None, 6), ([90, 41], 5, 20, None, 6),
+    ([130, 64], 7, None, 1, 6), ([50, 100, 17], 4, 30, 0, 6), ([40], 16, None, None, 6),
+    ([70, 33, 0], 3, None, 1, 40),  # groups of 20: two chunks per kv head, two counters
+])
+def test_the_folded_merge_is_the_two_launch_merge(lens, num_splits, window, bad, hq):
+    """The decode kernel's last program per (sequence, kv head, chunk) merges the splits (the
+    fold) as _merge_splits does in a second launch: the same outputs and flags bit for bit (one
+    helper, _merge_row, the same operations in the same order), and the counters back at zero
+    after every call, so that the next call counts from zero. Several split counts (more splits
+    than tiles too), windows, B > 1, an empty context, a table entry outside the pool on the
+    fast path, a group cut into chunks. Under the interpreter the programs run one after
+    another, so the race the fold's memory ordering guards against cannot show here: the GPU
+    tests run it."""
+    hkv, d = 2, 48
+    k_pool, v_pool, table, lens_t = make_cache(lens, hkv, d, 16)[2:]
+    if bad is not None:  # read by sequence `bad`: flagged, its keys skipped, in both paths
+        table = table.clone()
+        table[bad, 1] = k_pool.shape[0]
+    q = make_q(len(lens), hq, d)
+    counts = pa._workspace(torch.device(DEVICE), len(lens), hq, num_splits, d,
+                           len(lens) * hkv * pa.group_rows(hq // hkv)[1])[2]
+    results = []
+    for fold in (True, False):
+        flags = torch.zeros(len(lens), dtype=torch.int32, device=DEVICE)
+        for _ in range(2):  # the second call reuses the workspace and its counters
+            o, lse = pa._launch_decode(
+                q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
+                strides_v=v_pool.stride(), block_size=16, n_kv_heads=hkv,
+                max_context_len=max(lens), num_splits=num_splits, window=window, tau=d**-0.5,
+                error_flags=flags, fold_merge=fold)
+            assert not counts.any()
+        results.append((o, lse, flags))
+    for folded, unfolded in zip(*results, strict=True):
+        torch.testing.assert_close(folded, unfolded, atol=0, rtol=0)
+    assert bool(results[0][2].any()) == (bad is not None)
+
+
+# Compiles the folded decode kernel for an H100/H200 (sm_90) with Triton's own NVIDIA backend
+# (no GPU needed) and prints its Triton IR and its PTX; run apart, since conftest's
+# TRITON_INTERPRET=1 turns every kernel of this process into the interpreter's.
+FOLD_PTX = """
+import triton
+from triton.backends.compiler import GPUTarget
+from minimodel.paged_attention import _paged_decode_fwd as fn
+meta = dict(D=64, HEAD_DIM=64, BLOCK_G=16, BLOCK_N=16, BLOCK_SIZE=16, PAGED=False,
+            WINDOWED=False, HAS_ERR=False, DOT_PRECISION="tf32", FP8=False, FOLD=True, BLOCK_S=16)
+unused = dict.fromkeys(("table_ptr", "lens_ptr", "err_ptr", "ks_ptr", "vs_ptr"))
+types = dict(q_ptr="*fp16", k_ptr="*fp16", v_ptr="*fp16", o_ptr="*fp32", lse_ptr="*fp32",
+             fo_ptr="*fp16", flse_ptr="*fp32", count_ptr="*i32", qk_scale="fp32")
+sig = {n: "constexpr" if n in meta or n in unused else types.get(n, "i32") for n in fn.arg_names}
+kernel = triton.compile(triton.compiler.ASTSource(fn, sig, {**meta, **unused}),
+                        target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+print(kernel.asm["ttir"], "//// PTX", kernel.asm["ptx"])
+"""
+
+
+def test_the_fold_compiles_to_barrier_release_acquire_barrier():
+    """The premises of the decode kernel's ordering argument, as Triton compiles it for sm_90.
+    In its IR, the kernel's own barriers: the partials' stores, a barrier, the acquire-release
+    add at GPU scope, and in the last program a barrier before the merge's first load. In the
+    PTX, the lowering keeps that order (bar.sync, one thread's atom.global.gpu.acq_rel.add,
+    bar.sync) and no load is ld.global.nc, which the memory model leaves out. (Triton puts a
+    bar.sync before the add even without ours, for its own use of shared memory: the IR check
+    is the one that would catch a missing barrier of ours.)"""
+    import re
+    import subprocess
+    import sys
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this Triton has no NVIDIA backend to compile for sm_90 with")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    ttir, ptx = subprocess.run([sys.executable, "-c", FOLD_PTX], env=env, capture_output=True,
+                               text=True, check=True).stdout.split("//// PTX")
+    for text, add, barrier, store, load in (
+        (ttir, r"tt\.atomic_rmw add, acq_rel, gpu", "gpu.barrier", "tt.store", "tt.load"),
+        (ptx, r"atom\.global\.gpu\.acq_rel\.add", "bar.sync", "st.global", "ld.global"),
+    ):
+        adds = [m.start() for m in re.finditer(add, text)]
+        assert len(adds) == 1, add
+        before, after = text[: adds[0]], text[adds[0] :]
+        assert barrier in before[before.rindex(store) :]  # stores, barrier, then the add
+        assert barrier in after[: after.index(load)]  # the add, barrier, then the loads
+    assert "ld.global.nc" not in ptx
+
+
+@pytest.mark.parametrize("window", [None, 9])
+def test_attention_decodes_alike_folded_or_not(monkeypatch, window):
+    # The public entry point on a contiguous cache, at its default split: the fold switched on
+    # and off module-wide (FOLD_MERGE) gives the same bits.
+    q, k, v = make_qkv(2, 8, 2, 1, 150, 32, device=DEVICE)
+    outs = []
+    for fold in (True, False):
+        monkeypatch.setattr(pa, "FOLD_MERGE", fold)
+        outs.append(attention(q, k, v, causal=True, window=window))
+    torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
 # ~/~ end
 
 
@@ -854,13 +966,111 @@ def test_gpu_a_captured_split_decode_takes_its_own_workspace():
     # Eager calls keep their split workspace for the next call; a call captured into a CUDA graph
     # takes its own from the graph's pool, which no eager call then overwrites between replays.
     dev = torch.device("cuda")
-    eager = pa._workspace(dev, 1, 8, 4, 64)
+    eager = pa._workspace(dev, 1, 8, 4, 64, 2)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        captured = pa._workspace(dev, 1, 8, 4, 64)
+        captured = pa._workspace(dev, 1, 8, 4, 64, 2)
         captured[0].zero_()
     assert captured[0].data_ptr() != eager[0].data_ptr()
-    assert pa._workspace(dev, 1, 8, 4, 64) is eager
+    assert captured[2].data_ptr() != eager[2].data_ptr()
+    assert pa._workspace(dev, 1, 8, 4, 64, 2) is eager
+
+
+def fold_inputs(b, n, seed):
+    """Decode at the bench's shape (GQA 32/8, d = 128, fp16), contiguous: q (B, 32, 1, 128),
+    k, v (B, 8, n, 128)."""
+    return make_qkv(b, 32, 8, 1, n, 128, dtype=torch.float16, device="cuda", seed=seed)
+
+
+def folded_and_not(q, k, v, num_splits, window=None):
+    return [pa.decode_contiguous(q, k, v, window=window, tau=128**-0.5, num_splits=num_splits,
+                                 fold_merge=fold) for fold in (True, False)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("b", "n", "num_splits", "window"), [
+    (1, 4096, None, None), (1, 32768, None, None), (1, 4096, 256, None), (4, 4096, 64, None),
+    (1, 1000, 7, None), (2, 32768, None, 3000),
+])
+def test_gpu_the_folded_merge_holds_call_after_call(b, n, num_splits, window):
+    """Many calls in a row, new values each time: the folded merge (the last split of each
+    (sequence, kv head) merges, after its atomic count) against the two-launch merge. A merge
+    that read a partial before its split's stores were visible would read the last call's
+    value (other inputs: another output) or garbage; the fold and _merge_splits run the same
+    helper, so they agree up to the rounding of its float32 operations (the compiler may
+    contract them differently in the two kernels) and fp16's last bit."""
+    q, k, v = fold_inputs(b, n, seed=0)
+    for seed in range(1, 101):
+        q.copy_(torch.randn_like(q))
+        if seed % 10 == 0:
+            k.copy_(torch.randn_like(k))
+        (o_f, lse_f), (o_t, lse_t) = folded_and_not(q, k, v, num_splits, window)
+        torch.testing.assert_close(o_f, o_t, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(lse_f, lse_t, atol=1e-5, rtol=1e-6)
+    torch.cuda.synchronize()
+    for _, space in pa._WORKSPACES.values():  # every counter back at zero
+        assert space[2] is None or not space[2].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("num_splits", "window", "hkv"),
+                         [(16, None, 8), (64, 300, 8), (16, None, 1)])
+def test_gpu_the_folded_paged_merge_holds_call_after_call(num_splits, window, hkv):
+    """The same through a block table on the fast path, B = 3 with a table entry outside the
+    pool (flagged, its keys skipped by both paths alike) and an empty context; MQA too (a
+    group of 32 in chunks, a counter per chunk)."""
+    lens = [4000, 0, 2500]
+    k_pool, v_pool, table, lens_t = make_cache(lens, hkv, 128, 16, dtype=torch.float16,
+                                               device="cuda")[2:]
+    table = table.clone()
+    table[2, 150] = k_pool.shape[0]  # keys 2400 to 2415: inside the window too
+    q = make_q(3, 32, 128, dtype=torch.float16, device="cuda")
+    for _ in range(50):
+        q.copy_(torch.randn_like(q))
+        got = []
+        for fold in (True, False):
+            flags = torch.zeros(3, dtype=torch.int32, device="cuda")
+            got.append((*pa._launch_decode(
+                q, k_pool, v_pool, table, lens_t, n_k=0, strides_k=k_pool.stride(),
+                strides_v=v_pool.stride(), block_size=16, n_kv_heads=hkv, max_context_len=4000,
+                num_splits=num_splits, window=window, tau=128**-0.5, error_flags=flags,
+                fold_merge=fold), flags))
+        (o_f, lse_f, flags_f), (o_t, lse_t, flags_t) = got
+        torch.testing.assert_close(o_f, o_t, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(lse_f, lse_t, atol=1e-5, rtol=1e-6)
+        assert flags_f.tolist() == flags_t.tolist() == [0, 0, pa.ERR_BAD_ENTRY]
+    torch.cuda.synchronize()
+    for _, space in pa._WORKSPACES.values():
+        assert space[2] is None or not space[2].any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [None, 64, 256])
+def test_gpu_the_folded_merge_replays_in_a_cuda_graph(num_splits):
+    """The folded decode captured once and replayed with new values copied into its inputs
+    between replays: each replay gives the two-launch merge's output (eager, same inputs). The
+    captured call's counters come zeroed by a fill the capture recorded, and the kernel's reset
+    leaves them at zero for the next replay."""
+    q, k, v = fold_inputs(1, 4096, seed=0)
+    tau = 128**-0.5
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up: compiled before the capture
+        pa.decode_contiguous(q, k, v, window=None, tau=tau, num_splits=num_splits,
+                             fold_merge=True)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        o, lse = pa.decode_contiguous(q, k, v, window=None, tau=tau, num_splits=num_splits,
+                                      fold_merge=True)
+    for seed in range(1, 31):
+        for t, new in zip((q, k, v), fold_inputs(1, 4096, seed=seed), strict=True):
+            t.copy_(new)
+        graph.replay()
+        want_o, want_lse = pa.decode_contiguous(q, k, v, window=None, tau=tau,
+                                                num_splits=num_splits, fold_merge=False)
+        torch.testing.assert_close(o, want_o, atol=1e-3, rtol=1e-3)
+        torch.testing.assert_close(lse, want_lse, atol=1e-5, rtol=1e-6)
 
 
 @pytest.mark.gpu

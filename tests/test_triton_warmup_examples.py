@@ -162,6 +162,38 @@ def test_clamp_and_flag(bad, programs):
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-last-program>>[init]
+@triton.jit
+def _sum_by_the_last_program(x_ptr, partial_ptr, count_ptr, out_ptr, n, BLOCK: tl.constexpr,
+                             BLOCK_P: tl.constexpr):
+    """out = sum(x): each program sums its block into partial[pid]; the last to finish adds
+    the partials and sets the counter back to 0 for the next launch."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    tl.store(partial_ptr + pid, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0), 0))
+    tl.debug_barrier()  # every thread of this program has stored before the count
+    done = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")  # the count before ours
+    if done == tl.num_programs(0) - 1:  # the last: every other program has counted itself
+        tl.debug_barrier()  # and every thread of this one reads after the count
+        parts = tl.arange(0, BLOCK_P)
+        mine = tl.load(partial_ptr + parts, mask=parts < tl.num_programs(0), other=0.0)
+        tl.store(out_ptr, tl.sum(mine, 0))
+        tl.store(count_ptr, 0)
+
+
+@pytest.mark.parametrize("n", [1, 37, 300])
+def test_the_last_program_adds_the_partials(n):
+    x = torch.randn(n, device=DEVICE)
+    programs = triton.cdiv(n, 8)
+    partial, out = torch.empty(programs, device=DEVICE), torch.empty(1, device=DEVICE)
+    count = torch.zeros(1, dtype=torch.int32, device=DEVICE)
+    for _ in range(2):  # the second launch counts from the 0 the first one left
+        _sum_by_the_last_program[(programs,)](x, partial, count, out, n, BLOCK=8, BLOCK_P=64)
+        torch.testing.assert_close(out, x.sum()[None], atol=1e-5, rtol=1e-5)
+        assert count.item() == 0
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-missing-mask>>[init]
 @triton.jit
 def _row_sum_unmasked(x_ptr, out_ptr, n_cols, stride_row, BLOCK_N: tl.constexpr):

@@ -70,9 +70,11 @@ def _paged_decode_fwd(
     stride_lb, stride_lh, stride_ls,
     ks_ptr, vs_ptr, stride_ksblk, stride_ksslot, stride_ksh, stride_vsblk, stride_vsslot,
     stride_vsh,
+    fo_ptr, flse_ptr, count_ptr, stride_fob, stride_foh, stride_fod, stride_flb, stride_flh,
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
     HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
+    FOLD: tl.constexpr, BLOCK_S: tl.constexpr,
 ):
     # A group of more than BLOCK_G query heads is cut into chunks of BLOCK_G, one program each.
     # The chunks of one (sequence, kv head) are neighbours on the first axis, so they are
@@ -189,27 +191,60 @@ def _paged_decode_fwd(
         code = tl.where(tl.max(bad_keys, 0) > 0, _BAD_ENTRY, 0)
         code |= tl.where(bad_len, _BAD_LENGTH, 0)
         tl.atomic_or(err_ptr + b64 * stride_err, code, mask=code != 0)
+    if FOLD:  # the last of this (sequence, kv head, chunk)'s splits to finish merges its rows
+        # Ordering, in the PTX memory model's terms (PTX ISA, "Memory Consistency Model":
+        # 8.8 Release and Acquire Patterns, 8.9.4 Memory synchronization). The partials above
+        # are weak stores (st.global) by every thread of this program; the counter's add is
+        # done by one thread (Triton predicates a scalar atomic to one thread and broadcasts
+        # the old value through shared memory: see the PTX it emits for sm_90, checked by
+        # test_the_fold_compiles_to_barrier_release_acquire_barrier).
+        # 1. tl.debug_barrier() is bar.sync 0: a bar.sync synchronizes with the bar.sync of
+        #    every other thread of the CTA (8.9.4, rule 2), so each thread's stores precede,
+        #    in causality order, whatever the adding thread does after the barrier.
+        # 2. The add is atom.acq_rel.gpu, a release pattern on the counter (8.8): the stores
+        #    that step 1 orders before it reach every thread whose acquire pattern it
+        #    synchronizes with. The adds of one call form a chain of read-modify-writes on one
+        #    location, each reading the one before, so the last program's add follows every
+        #    earlier program's add in observation order: each earlier release synchronizes
+        #    with the last program's acquire (8.9.4, rule 4), both morally strong (atomics of
+        #    scope gpu on one location).
+        # 3. In the last program the add is also an acquire pattern; the second barrier carries
+        #    it to every thread of the program (rule 2 again), before any of them loads.
+        # So every partial store of every split precedes, in causality order, every load of
+        # the merge, and the loads read those values (the loads are ld.global, inside the
+        # model: it leaves out ld.global.nc, which Triton emits only on request).
+        # The reset to 0 needs no ordering within the call: every add of the call is done
+        # (the last one read them all). The next call is a later kernel on the same stream,
+        # and completion of a kernel synchronizes with the start of the next task in its
+        # stream (8.9.4, API synchronization), so it starts from 0; so does every replay of a
+        # CUDA graph, whose nodes are ordered likewise. Under the interpreter the programs run
+        # one after another, so no race can show there.
+        tl.debug_barrier()
+        done = tl.atomic_add(count_ptr + tl.program_id(0), 1, sem="acq_rel", scope="gpu")
+        if done == tl.num_programs(1) - 1:
+            tl.debug_barrier()
+            for g in tl.range(chunk * BLOCK_G, tl.minimum(group, chunk * BLOCK_G + BLOCK_G)):
+                h = off_hkv * group + g  # int64
+                _merge_row(o_ptr + b64 * stride_ob + h * stride_oh,
+                           lse_ptr + b64 * stride_lb + h * stride_lh,
+                           fo_ptr + b64 * stride_fob + h * stride_foh,
+                           flse_ptr + b64 * stride_flb + h * stride_flh,
+                           tl.num_programs(1), stride_os, stride_od, stride_ls, stride_fod, D,
+                           HEAD_DIM, BLOCK_S)
+            tl.store(count_ptr + tl.program_id(0), 0)  # zero for the next call (or replay)
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-merge>>[init]
-@triton.jit(do_not_specialize=["num_splits", "n_heads"])
-def _merge_splits(
-    o_part_ptr, lse_part_ptr, o_ptr, lse_ptr, num_splits, n_heads,
-    stride_pb, stride_ph, stride_ps, stride_pd,
-    stride_lpb, stride_lph, stride_lps,
-    stride_ob, stride_oh, stride_od,
-    stride_lb, stride_lh,
-    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
-):
-    """o = sum_u e^(lse_u - lse) o_u, lse = log sum_u e^(lse_u): Theory 01's merge of partials."""
-    off_bh = tl.program_id(0)
-    off_b = off_bh // n_heads
-    off_h = (off_bh % n_heads).to(tl.int64)
+@triton.jit
+def _merge_row(o_rows, lse_row, o_out, lse_out, num_splits, stride_ps, stride_pd, stride_lps,
+               stride_od, D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
+    """One (sequence, query head) row: o = sum_u e^(lse_u - lse) o_u, lse = log sum_u e^(lse_u),
+    Theory 01's merge of partials, from the partials O_u (split u at o_rows + u * stride_ps) and
+    lse_u (at lse_row + u * stride_lps) into o_out and lse_out. Called by _merge_splits and by
+    the decode kernel's last program (FOLD): one merge, whichever kernel runs it."""
     offs_s = tl.arange(0, BLOCK_S)
     cols = tl.arange(0, HEAD_DIM)
-    lse_row = lse_part_ptr + off_b.to(tl.int64) * stride_lpb + off_h * stride_lph
-    o_rows = o_part_ptr + off_b.to(tl.int64) * stride_pb + off_h * stride_ph
     m = tl.full([], float("-inf"), tl.float32)
     for s0 in range(0, num_splits, BLOCK_S):
         lse_u = tl.load(lse_row + (s0 + offs_s) * stride_lps, mask=s0 + offs_s < num_splits,
@@ -232,10 +267,28 @@ def _merge_splits(
     empty = denom == 0.0
     out = acc / tl.where(empty, 1.0, denom)
     lse = m_use + tl.log(denom)  # every split empty: log 0 = -inf
-    o_mask = cols < D
-    tl.store(o_ptr + off_b.to(tl.int64) * stride_ob + off_h * stride_oh + cols * stride_od,
-             out.to(o_ptr.dtype.element_ty), mask=o_mask)
-    tl.store(lse_ptr + off_b.to(tl.int64) * stride_lb + off_h * stride_lh, lse)
+    tl.store(o_out + cols * stride_od, out.to(o_out.dtype.element_ty), mask=cols < D)
+    tl.store(lse_out, lse)
+
+
+@triton.jit(do_not_specialize=["num_splits", "n_heads"])
+def _merge_splits(
+    o_part_ptr, lse_part_ptr, o_ptr, lse_ptr, num_splits, n_heads,
+    stride_pb, stride_ph, stride_ps, stride_pd,
+    stride_lpb, stride_lph, stride_lps,
+    stride_ob, stride_oh, stride_od,
+    stride_lb, stride_lh,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    """The merge as a kernel of its own (FOLD=False): one program per (sequence, query head)."""
+    off_bh = tl.program_id(0)
+    off_b = (off_bh // n_heads).to(tl.int64)
+    off_h = (off_bh % n_heads).to(tl.int64)
+    _merge_row(o_part_ptr + off_b * stride_pb + off_h * stride_ph,
+               lse_part_ptr + off_b * stride_lpb + off_h * stride_lph,
+               o_ptr + off_b * stride_ob + off_h * stride_oh,
+               lse_ptr + off_b * stride_lb + off_h * stride_lh,
+               num_splits, stride_ps, stride_pd, stride_lps, stride_od, D, HEAD_DIM, BLOCK_S)
 # ~/~ end
 
 
@@ -903,11 +956,13 @@ def decode_contiguous(
     window: int | None,
     tau: float,
     num_splits: int | None = None,
+    fold_merge: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The decode kernel on a contiguous cache k, v: (B, Hkv, N, d), read in place: sequence b is
     'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d) or (B, Hq, 1, d);
     inputs checked by the caller (minimodel.attention). Returns (O, lse) shaped as q and as q
-    less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1)."""
+    less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1). fold_merge as
+    for _launch_decode (None: FOLD_MERGE)."""
     if not (q.dim() == 3 or (q.dim() == 4 and q.shape[2] == 1)):  # one query row per head
         raise ValueError(f"q must be (B, Hq, d) or (B, Hq, 1, d), got shape {tuple(q.shape)}")
     _check_device_and_dtype(q, k, v)
@@ -920,22 +975,35 @@ def decode_contiguous(
     sv = (v.stride(0), v.stride(2), v.stride(1), v.stride(3))
     return _launch_decode(q, k, v, None, None, n_k=n_k, strides_k=sk, strides_v=sv,
                           block_size=16, n_kv_heads=k.shape[1], max_context_len=n_k,
-                          num_splits=num_splits, window=window, tau=tau)
+                          num_splits=num_splits, window=window, tau=tau,
+                          fold_merge=fold_merge)
 # ~/~ end
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
+# The split decode's merge: folded into the decode kernel (its last program per (sequence, kv
+# head) merges, one launch per call) or a second kernel, _merge_splits (two launches). Both run
+# the same _merge_row. The fold is off by default until it is measured on a GPU (Lab 01's byte
+# model, roofline.decode_bytes, also counts the two launches).
+FOLD_MERGE = False
+MERGE_BLOCK_S = 16  # splits per step of the merge's loops
+
+
 def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strides_v,
                    block_size, n_kv_heads, max_context_len, num_splits, window, tau, out=None,
-                   workspace=None, error_flags=None, scales=None):
+                   workspace=None, error_flags=None, scales=None, fold_merge=None):
     """Launch the decode kernel (and the merge when the context is split): through the block
     table and context lengths when they are given, else on a contiguous cache of n_k keys per
     sequence (block_tables = context_lens = None). q is (B, Hq, d), or (B, Hq, 1, d) as
     `attention` holds it. `out` = (O, lse), shaped like q and q less its last dim, and
-    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits)) may be given
-    preallocated; they are allocated here otherwise (the workspace reused, see _workspace).
-    `scales` = (k_scale, v_scale) with 8-bit pools (paged only)."""
+    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits), counts (B * Hkv * chunks,)
+    int32 zeros, or None unfolded) may be given preallocated; they are allocated here otherwise
+    (the workspace reused, see _workspace). `scales` = (k_scale, v_scale) with 8-bit pools
+    (paged only).
+    `fold_merge` (default FOLD_MERGE): merge the splits in the decode kernel's last program
+    per (sequence, kv head, chunk), one launch, or in _merge_splits, a second launch."""
     paged = block_tables is not None
+    fold = FOLD_MERGE if fold_merge is None else fold_merge
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
     cfg = decode_config(head_dim, k.element_size())  # the pools' bytes, not q's
@@ -952,16 +1020,23 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         out = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
                torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
     o, lse = out
+    fold = fold and num_splits > 1  # one split writes (O, lse) itself: nothing to merge
     if num_splits == 1:  # each program writes its heads' results itself
         o_dst, lse_dst = o, lse
         so = (o.stride(0), o.stride(1), 0, o.stride(-1))
         sl = (lse.stride(0), lse.stride(1), 0)
-    else:  # partial (O_u, lse_u) per split, merged below
+    else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
         if workspace is None:
-            workspace = _workspace(q.device, b, hq, num_splits, d)
-        o_dst, lse_dst = workspace
+            workspace = _workspace(q.device, b, hq, num_splits, d, b * n_kv_heads * chunks,
+                                   counts=fold)
+        o_dst, lse_dst, counts = workspace
         so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
         sl = lse_dst.stride()
+    if fold:  # the final (O, lse) and the counters, for the last program of each group
+        fold_args = (o, lse, counts, o.stride(0), o.stride(1), o.stride(-1), lse.stride(0),
+                     lse.stride(1))
+    else:  # never read (FOLD=False): free pointer arguments
+        fold_args = (None, None, None, 0, 0, 0, 0, 0)
     if paged:  # index tensors through their strides; a length is int32, so is the row's capacity
         tables = (block_tables.stride(0), block_tables.stride(1), context_lens.stride(0))
         num_blocks = k.shape[0]
@@ -977,19 +1052,20 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
         error_flags.stride(0) if error_flags is not None else 0,
         *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
+        *fold_args,
         D=d, HEAD_DIM=head_dim, BLOCK_G=block_g,
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
         HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        FOLD=fold, BLOCK_S=MERGE_BLOCK_S, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    if num_splits > 1:
+    if num_splits > 1 and not fold:
         launch(
             _merge_splits, (b * hq,),
             o_dst, lse_dst, o, lse, num_splits, hq,
             *o_dst.stride(), *lse_dst.stride(), o.stride(0), o.stride(1), o.stride(-1),
             lse.stride(0), lse.stride(1),
-            D=d, HEAD_DIM=head_dim, BLOCK_S=16, num_warps=4,
+            D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, num_warps=4,
         )
     return o, lse
 
@@ -997,15 +1073,22 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
 # The split workspace of the last eager call, per (device, stream, thread): reused while the
 # shape repeats, so a decode step allocates only its outputs. Calls that share an entry are
 # issued by one thread on one stream, so the GPU runs them in order and one call's merge has read
-# the partials before the next call's splits write them. Under CUDA-graph capture every call
-# takes its own (the graph's memory pool keeps it for replay).
-_WORKSPACES: dict[tuple, tuple[tuple[int, ...], tuple[torch.Tensor, torch.Tensor]]] = {}
+# the partials before the next call's splits write them, and one call's counters are back at 0
+# (its last programs reset them) before the next call's splits count. Under CUDA-graph capture
+# every call takes its own (the graph's memory pool keeps it for replay); a folded call's
+# counters are zeroed by a fill that the capture records, so each replay zeroes them again (one
+# more node in the graph: cheap, not free), and the kernel's reset leaves them at 0 either way.
+_WORKSPACES: dict[tuple, tuple[tuple[int, ...], tuple[torch.Tensor | None, ...]]] = {}
 
 
-def _workspace(device: torch.device, b: int, hq: int, splits: int,
-               d: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(O_u (B, Hq, splits, d), lse_u (B, Hq, splits)), float32, for one split decode call."""
-    shape = (b, hq, splits, d)
+def _workspace(device: torch.device, b: int, hq: int, splits: int, d: int, programs: int,
+               counts: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(O_u (B, Hq, splits, d), lse_u (B, Hq, splits)) float32 for one split decode call, and
+    with `counts` (the folded merge's) `programs` = B * Hkv * chunks int32 counters at zero:
+    how many splits of each (sequence, kv head, chunk) are done. Without `counts`, None in
+    their place unless an earlier call left them (the two-launch merge allocates none: no
+    fill, eager or captured)."""
+    shape = (b, hq, splits, d, programs)
     capturing = device.type == "cuda" and torch.cuda.is_current_stream_capturing()
     if not capturing:
         if device.type == "cuda":  # "cuda" alone names the current device
@@ -1015,9 +1098,14 @@ def _workspace(device: torch.device, b: int, hq: int, splits: int,
             key = (device.type, device.index, 0, threading.get_ident())
         cached = _WORKSPACES.get(key)
         if cached is not None and cached[0] == shape:
-            return cached[1]
-    space = (torch.empty(shape, dtype=torch.float32, device=device),
-             torch.empty(shape[:-1], dtype=torch.float32, device=device))
+            if cached[1][2] is not None or not counts:
+                return cached[1]
+            space = (*cached[1][:2], torch.zeros(programs, dtype=torch.int32, device=device))
+            _WORKSPACES[key] = (shape, space)
+            return space
+    space = (torch.empty(shape[:4], dtype=torch.float32, device=device),
+             torch.empty(shape[:3], dtype=torch.float32, device=device),
+             torch.zeros(programs, dtype=torch.int32, device=device) if counts else None)
     if not capturing:
         _WORKSPACES[key] = (shape, space)
     return space

@@ -1,0 +1,124 @@
+"""The split decode's merge folded into the decode kernel (one launch a call: the last split of
+each (sequence, kv head) merges) against the two-launch merge (the decode kernel, then
+_merge_splits), and SDPA-cuDNN on the same q, k, v: host time per call and GPU time under
+CUDA-graph replay, both from the shared timer, and the eager time of a plain loop of calls.
+
+    MINIMODEL_COMMIT=<hash> python -m bench.fold_merge --out data/fold-merge-h200.json
+
+Shapes: decode B = 1, GQA 32/8, d = 128, fp16, 4k and 32k keys (bench.host_path's decode).
+Per shape: `minimodel.attention` with the fold on and off (paged_attention.FOLD_MERGE, read at
+each call), `decode_contiguous` alone both ways at the default split, and SDPA-cuDNN. Before
+timing, each shape checks that the two merges agree on 20 fresh inputs (the largest
+differences are recorded). Under a minute on the H200.
+"""
+
+import torch
+
+from bench.core import arguments, environment, save, time_ms
+from bench.host_path import sdpa_cudnn
+from minimodel import paged_attention as pa
+from minimodel.attention import attention
+from minimodel.kernels import num_sms
+from minimodel.timing import eager_time_us, host_time_us
+
+FOLDS = {"folded": True, "two_launches": False}
+
+
+def measure(name: str, fn, fold: bool | None = None) -> dict:
+    """Host, GPU (graph replay) and eager time of fn(), with FOLD_MERGE set to `fold` (None:
+    left as it is) while fn is captured and called."""
+    saved = pa.FOLD_MERGE
+    if fold is not None:
+        pa.FOLD_MERGE = fold
+    try:
+        fn()
+        torch.cuda.synchronize()
+        rec = {
+            "impl": name,
+            "host_us": host_time_us(fn),
+            "gpu_us": 1000 * time_ms(fn, graph=True),
+            "eager_us": eager_time_us(fn),
+        }
+    finally:
+        pa.FOLD_MERGE = saved
+    print(
+        f"  {name:32s} " + "  ".join(f"{k} {v:8.2f}" for k, v in rec.items() if k != "impl"),
+        flush=True,
+    )
+    return rec
+
+
+def agreement(q, k, v, tau: float) -> dict:
+    """The largest |folded - two launches| over 20 calls on fresh q (and, every fifth, fresh
+    k and v), output and lse: 0 or the merge's rounding; anything more is a bug (a partial read
+    before its split's stores were visible would give the previous call's values)."""
+    worst_o = worst_lse = 0.0
+    for i in range(20):
+        q.copy_(torch.randn_like(q))
+        if i % 5 == 4:
+            k.copy_(torch.randn_like(k))
+            v.copy_(torch.randn_like(v))
+        (o_f, l_f), (o_t, l_t) = (
+            pa.decode_contiguous(q, k, v, window=None, tau=tau, fold_merge=fold)
+            for fold in (True, False)
+        )
+        worst_o = max(worst_o, (o_f.float() - o_t.float()).abs().max().item())
+        worst_lse = max(worst_lse, (l_f - l_t).abs().max().item())
+    return {"max_abs_diff_o": worst_o, "max_abs_diff_lse": worst_lse}
+
+
+def case(n: int, b: int = 1, hq: int = 32, hkv: int = 8, d: int = 128) -> dict:
+    torch.manual_seed(0)
+    q = torch.randn(b, hq, 1, d, dtype=torch.float16, device="cuda")
+    k, v = (torch.randn(b, hkv, n, d, dtype=torch.float16, device="cuda") for _ in "kv")
+    tau = d**-0.5
+    cfg = pa.decode_config(d, 2)
+    splits = pa.choose_num_splits(b, hkv, n, cfg.block_n, num_sms(q.device))  # the default
+    print(f"decode B={b} {hq}/{hkv} d={d} N={n}: {splits} splits", flush=True)
+    agree = agreement(q, k, v, tau)
+    print(f"  agreement {agree}", flush=True)
+    recs = [measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, False))]
+    for name, fold in FOLDS.items():
+        recs.append(measure(f"attention_{name}", lambda: attention(q, k, v), fold))
+    for name, fold in FOLDS.items():
+        recs.append(
+            measure(
+                f"decode_contiguous_{name}",
+                lambda fold=fold: pa.decode_contiguous(
+                    q, k, v, window=None, tau=tau, fold_merge=fold
+                ),
+            )
+        )
+    return {
+        "b": b,
+        "hq": hq,
+        "hkv": hkv,
+        "d": d,
+        "keys": n,
+        "dtype": "float16",
+        "num_splits": splits,
+        "agreement": agree,
+        "records": recs,
+    }
+
+
+def warm_up() -> None:
+    """Compile both paths and start SDPA once, untimed: the first shape's numbers are then not
+    the process's lazy initialisation."""
+    q = torch.randn(1, 32, 1, 128, dtype=torch.float16, device="cuda")
+    k, v = (torch.randn(1, 8, 4096, 128, dtype=torch.float16, device="cuda") for _ in "kv")
+    agreement(q, k, v, 128**-0.5)
+    sdpa_cudnn(q, k, v, False)
+    host_time_us(lambda: attention(q, k, v), calls=50, rounds=1)
+    torch.cuda.synchronize()
+
+
+def main() -> None:
+    args = arguments(__doc__).parse_args()
+    warm_up()
+    cases = [case(n) for n in (4096, 32768)]
+    save(args.out, {"environment": environment(), "cases": cases})
+
+
+if __name__ == "__main__":
+    main()
