@@ -15,6 +15,7 @@ import pytest
 from figures import bytes as fb
 from figures import overlay as fo
 from figures.core import h200_measured, load
+from minimodel import paged_attention as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -1574,3 +1575,40 @@ def test_exam_mqa_at_half_the_copy_rate():
     assert gqa["bytes"] / (us[("gqa8", "ours")] * 1e-6) / copy > 0.95  # "reaches the copy rate"
     assert abs(us[("gqa8", "ours")] / gqa["time_us"] - 1) <= 0.25  # "and its prediction"
     stated(EXAM, "Ours and cuDNN's take the same time, at about half the copy rate")
+
+
+def test_mqa_chunks_refuted_stated():
+    """Lab 03 part 2: cutting an MQA group into chunks made every case slower (G_max = 64)."""
+    data = json.loads((ROOT / "data" / "mqa-decode-h200.json").read_text())
+    us = {(r["b"], r["impl"]): r["graph_ms"] * 1e3 for r in data["records"]}
+    for form in ("paged_bs16", "contiguous"):  # every cut slower than the same path uncut
+        assert us[64, f"{form}_gmax16"] > us[64, f"{form}_gmax64"]  # (32 heads: 32 cuts none)
+        assert min(us[256, f"{form}_gmax16"], us[256, f"{form}_gmax32"]) > us[256, f"{form}_gmax64"]
+    stated(LAB03B, f"took {us[256, 'paged_bs16_gmax16']:.1f} µs in 16-row chunks and "
+                   f"{us[256, 'paged_bs16_gmax64']:.1f} µs uncut")
+    stated(LAB03B, f"{us[64, 'paged_bs16_gmax16']:.1f} µs in chunks against "
+                   f"{us[64, 'paged_bs16_gmax64']:.1f} µs uncut")
+    assert us[64, "paged_bs16_gmax64"] > us[64, "sdpa_cudnn"]  # "stays behind"
+    stated(LAB03B, f"{us[64, 'paged_bs16_gmax64']:.1f} µs against cuDNN's "
+                   f"{us[64, 'sdpa_cudnn']:.1f}")
+    stated(LAB03B, f"takes {us[64, 'contiguous_gmax64']:.1f} µs there, and at \\(B = 256\\) "
+                   f"{us[256, 'contiguous_gmax64']:.1f} µs against cuDNN's "
+                   f"{us[256, 'sdpa_cudnn']:.1f}")
+    assert pa.DECODE_MAX_GROUP_ROWS == 64
+
+
+def test_fold_merge_trade_stated():
+    """Lab 03 part 2: the fold saves host time and costs GPU time, so it is taken eagerly only."""
+    data = json.loads((ROOT / "data" / "fold-merge-h200.json").read_text())
+    rec = {c["keys"]: {r["impl"]: r for r in c["records"]} for c in data["cases"]}
+    for keys in (4096, 32768):  # the trade holds at both shapes
+        fold, two = rec[keys]["attention_folded"], rec[keys]["attention_two_launches"]
+        assert fold["host_us"] < two["host_us"] and fold["gpu_us"] > two["gpu_us"]
+    fold, two = rec[4096]["attention_folded"], rec[4096]["attention_two_launches"]
+    stated(LAB03B, f"from {two['host_us']:.1f} to {fold['host_us']:.1f} µs and its eager time "
+                   f"from {two['eager_us']:.1f} to {fold['eager_us']:.1f} µs (cuDNN's: "
+                   f"{rec[4096]['sdpa_cudnn']['eager_us']:.1f} µs), while its GPU time under "
+                   f"graph replay grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
+    fold, two = rec[32768]["attention_folded"], rec[32768]["attention_two_launches"]
+    stated(LAB03B, f"the GPU time grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
+    assert pa.FOLD_MERGE is None  # the choice by capture the page describes

@@ -585,8 +585,9 @@ GPU_DECODE = [  # (lengths, Hq, Hkv, d, block_size, window)
     ([777, 20000], 16, 1, 64, 128, 4096),
     ([5000, 3, 12345], 8, 8, 256, 32, 1000),
     ([2049, 1000], 12, 4, 80, 8, None),
-    ([4097, 1, 3000], 64, 1, 128, 16, None),  # MQA: a group of 64 in chunks
-    ([5000, 33], 48, 2, 64, 64, 1000),  # groups of 24: a chunk half padding
+    ([4097, 1, 3000], 64, 1, 128, 16, None),  # MQA: a group of 64, one tile of 64 rows
+    ([5000, 33], 48, 2, 64, 64, 1000),  # groups of 24: a tile of 32 rows, a quarter padding
+    ([3000, 70], 128, 1, 64, 16, None),  # a group of 128: two chunks of 64
 ]
 
 

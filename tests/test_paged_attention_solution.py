@@ -181,9 +181,10 @@ def test_every_maximum_decodes_large_groups(monkeypatch, g_max, hq, hkv):
 
 
 @pytest.mark.parametrize("entry", ["num_blocks", -1])
-def test_each_chunk_flags_a_bad_entry_and_skips_its_keys(entry):
+def test_each_chunk_flags_a_bad_entry_and_skips_its_keys(monkeypatch, entry):
     # A group of 40 in chunks of 16, 16 and 8 (+8 padding rows): every chunk skips the bad
     # block's keys, and the flag is the same whichever chunk sets it.
+    monkeypatch.setattr(pa, "DECODE_MAX_GROUP_ROWS", 16)
     lens = [37, 50]
     cache = make_cache(lens, 1, 32, 16)
     k, v, k_pool, v_pool, table, lens_t = cache
@@ -210,10 +211,11 @@ def test_a_short_max_context_len_costs_speed_not_correctness():
 @pytest.mark.parametrize("fold", [True, False])
 @pytest.mark.parametrize(("num_splits", "window"), [(1, None), (3, None), (5, 20)])
 @pytest.mark.parametrize("hq", [6, 48])  # groups of 3, and of 24: chunks of 16, half padding
-def test_the_kernels_write_only_their_own_rows(num_splits, window, hq, fold):
+def test_the_kernels_write_only_their_own_rows(monkeypatch, num_splits, window, hq, fold):
     # Outputs and the split workspace as views into NaN-filled buffers with gaps around every
     # row: a store that strays (a padded query head, a column past d, a split) shows as a
     # non-NaN gap, a row not written as a NaN inside.
+    monkeypatch.setattr(pa, "DECODE_MAX_GROUP_ROWS", 16)  # a group of more than 16 in chunks
     lens, hkv, d = [7, 50, 33], 2, 48
     k, v, k_pool, v_pool, table, lens_t = make_cache(lens, hkv, d, 16)
     q = make_q(3, hq, d)
@@ -281,7 +283,8 @@ def test_the_prefill_writes_only_its_own_rows():
     ([130, 64], 7, None, 1, 6), ([50, 100, 17], 4, 30, 0, 6), ([40], 16, None, None, 6),
     ([70, 33, 0], 3, None, 1, 40),  # groups of 20: two chunks per kv head, two counters
 ])
-def test_the_folded_merge_is_the_two_launch_merge(lens, num_splits, window, bad, hq):
+def test_the_folded_merge_is_the_two_launch_merge(monkeypatch, lens, num_splits, window, bad,
+                                                   hq):
     """The decode kernel's last program per (sequence, kv head, chunk) merges the splits (the
     fold) as _merge_splits does in a second launch: the same outputs and flags bit for bit (one
     helper, _merge_row, the same operations in the same order), and the counters back at zero
@@ -290,6 +293,7 @@ def test_the_folded_merge_is_the_two_launch_merge(lens, num_splits, window, bad,
     fast path, a group cut into chunks. Under the interpreter the programs run one after
     another, so the race the fold's memory ordering guards against cannot show here: the GPU
     tests run it."""
+    monkeypatch.setattr(pa, "DECODE_MAX_GROUP_ROWS", 16)  # a group of more than 16 in chunks
     hkv, d = 2, 48
     k_pool, v_pool, table, lens_t = make_cache(lens, hkv, d, 16)[2:]
     if bad is not None:  # read by sequence `bad`: flagged, its keys skipped, in both paths

@@ -78,8 +78,7 @@ def _paged_decode_fwd(
 ):
     # A group of more than BLOCK_G query heads is cut into chunks of BLOCK_G, one program each.
     # The chunks of one (sequence, kv head) are neighbours on the first axis, so they are
-    # scheduled together and read the same K/V tiles at about the same time (from the L2 after
-    # the first, a hypothesis: see DECODE_MAX_GROUP_ROWS).
+    # scheduled together and read the same K/V tiles at about the same time.
     chunks = (group + BLOCK_G - 1) // BLOCK_G  # as group_rows counts them
     off_bh = tl.program_id(0) // chunks
     chunk = tl.program_id(0) % chunks
@@ -568,13 +567,11 @@ MIN_TILES_PER_SPLIT = 4  # a split shorter than this costs more to merge than it
 MAX_SPLITS = 256
 # G_max, the most query heads of a group that one decode program holds. A group of g heads is cut
 # into ceil(g / G_max) chunks of BLOCK_G = min(max(16, 2^ceil(log2 g)), G_max) rows, one program
-# each. Uncut, an MQA group (g = 32 or 64) is one 32- or 64-row tile in each of only B * Hkv
-# programs, with few K/V loads in flight per SM; the chunks multiply the programs by
-# ceil(g / G_max) (so fewer splits are needed) and each chunk reads its kv head's tiles again,
-# from the L2 when its neighbours have just read them. A hypothesis, not measured:
-# bench.mqa_decode times G_max = 16, 32 and 64 (64: no group of up to 64 is cut). A power of two,
-# at least 16 (tl.dot's smallest tile); a module constant that a benchmark may set around a call.
-DECODE_MAX_GROUP_ROWS = 16
+# each, so that a tile and its G_max x d float32 accumulator stay within one program's registers.
+# Cutting MQA groups of 32 and 64 smaller was slower at both shapes bench.mqa_decode times
+# (data/mqa-decode-h200.json): each chunk reads its kv head's tiles again. A power of two, at
+# least 16 (tl.dot's smallest tile); a module constant that a benchmark may set around a call.
+DECODE_MAX_GROUP_ROWS = 64
 
 
 def group_rows(group: int) -> tuple[int, int]:
@@ -982,10 +979,12 @@ def decode_contiguous(
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-launch>>[init]
 # The split decode's merge: folded into the decode kernel (its last program per (sequence, kv
-# head) merges, one launch per call) or a second kernel, _merge_splits (two launches). Both run
-# the same _merge_row. The fold is off by default until it is measured on a GPU (Lab 01's byte
-# model, roofline.decode_bytes, also counts the two launches).
-FOLD_MERGE = False
+# head, chunk) merges, one launch per call) or a second kernel, _merge_splits (two launches).
+# Both run the same _merge_row. Measured (data/fold-merge-h200.json, B = 1, GQA 32/8): the fold
+# saves the host a launch but costs GPU time, so it is taken when the host's time is spent at
+# every call (eager) and not in a CUDA graph capture, whose replays cost no host time per
+# launch. None chooses so; True or False forces one path (benchmarks, tests).
+FOLD_MERGE: bool | None = None
 MERGE_BLOCK_S = 16  # splits per step of the merge's loops
 
 
@@ -996,14 +995,17 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     table and context lengths when they are given, else on a contiguous cache of n_k keys per
     sequence (block_tables = context_lens = None). q is (B, Hq, d), or (B, Hq, 1, d) as
     `attention` holds it. `out` = (O, lse), shaped like q and q less its last dim, and
-    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits), counts (B * Hkv * chunks,)
-    int32 zeros, or None unfolded) may be given preallocated; they are allocated here otherwise
-    (the workspace reused, see _workspace). `scales` = (k_scale, v_scale) with 8-bit pools
-    (paged only).
+    `workspace` = (O_u (B, Hq, splits, d) float32, lse_u (B, Hq, splits), counts
+    (B * Hkv * chunks,) int32 zeros, or None unfolded) may be given preallocated; they are
+    allocated here otherwise (the workspace reused, see _workspace). `scales` = (k_scale,
+    v_scale) with 8-bit pools (paged only).
     `fold_merge` (default FOLD_MERGE): merge the splits in the decode kernel's last program
-    per (sequence, kv head, chunk), one launch, or in _merge_splits, a second launch."""
+    per (sequence, kv head, chunk), one launch, or in _merge_splits, a second launch; None:
+    fold unless a CUDA graph is being captured."""
     paged = block_tables is not None
     fold = FOLD_MERGE if fold_merge is None else fold_merge
+    if fold is None:
+        fold = not (q.is_cuda and torch.cuda.is_current_stream_capturing())
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
     cfg = decode_config(head_dim, k.element_size())  # the pools' bytes, not q's
