@@ -1,10 +1,5 @@
-"""The exam's tables and figure (docs/lab/05-exam.md), from the course's predictions,
-data/exam-predictions.json (`python -m bench.exam --predict`), and, once it exists, the
-measurement, data/exam-h200.json (`python -m bench.exam --measure` on the H200): the roofs the
-predictions stand on, the predictions of the thirteen cases, each prediction's error against the
-measured time, and the cases on one roofline (predictions hollow, measurements filled). Until the
-measurement exists the error table says it is pending and the figure shows the predictions alone.
-"""
+"""The exam's tables and figure (Lab 05): the predictions (data/exam-predictions.json) and, once
+it exists, the H200 measurement (data/exam-h200.json)."""
 
 import json
 import sys
@@ -27,9 +22,8 @@ def load() -> dict:
 
 
 def load_measured(predicted: dict, path: Path = MEASURED) -> dict | None:
-    """The H200 measurement, or None while there is none. Refused (exit with a message): a smoke
-    run, a measurement of other predictions than the committed ones, or one dated before them
-    (the predictions come first)."""
+    """The H200 measurement, or None while there is none; exits on a smoke run or a measurement
+    of other predictions than the committed ones (or dated before them)."""
     if not path.exists():
         return None
     measured = json.loads(path.read_text())
@@ -57,9 +51,6 @@ def label(case: dict) -> str:
     return f"{VARIANT[case['function']]} {case['case']}"
 
 
-# --- tables --------------------------------------------------------------------------------------
-
-
 def roofs_table(data: dict) -> str:
     r = data["roofs"]
     pi, beta = r["peak_flops"], r["bandwidth"]
@@ -78,8 +69,7 @@ def roofs_table(data: dict) -> str:
 
 
 def prediction_rows(data: dict) -> list[list]:
-    """One row per case, and variant 3's 'apart' (prefill, then decode) after its cases; each
-    row ends with the predicted µs and (function, case), which the tables drop or use."""
+    """A row per case and variant 3's 'apart', ending with the predicted µs and (function, case)."""
     rows, by_key = [], {(c["function"], c["case"]): c for c in data["cases"]}
     for c in data["cases"]:
         sizes = [f"{c['flops'] / 1e9:,.2f}", f"{c['bytes'] / 1e6:,.1f}", f"{c['intensity']:,.1f}"]
@@ -145,9 +135,6 @@ def errors_table(data: dict, measured: dict | None) -> str:
         + " ".join(f"Not measured: {n}." for n in notes)
         + "\n"
     )
-
-
-# --- the figure ----------------------------------------------------------------------------------
 
 
 def figure(data: dict, measured: dict | None = None) -> bytes:

@@ -1,7 +1,5 @@
-"""Lab 02 part 2 (docs/lab/02b-flash-hopper.md), from committed data: the kernel draft by draft
-against cuDNN (data/flash-hopper-drafts-h200.json); the kept kernel with its persistent grid and
-its ping-pong switched off, against Lab 02's kernel and cuDNN (from bench.ablate_hopper); what
-Triton's automatic warp specialisation did to Lab 02's kernel (from bench.autows)."""
+"""Lab 02 part 2's tables: the drafts (data/flash-hopper-drafts-h200.json), the ablation
+(data/flash-hopper-ablation-h200.json) and Triton's warp specialisation (data/autows-probe.json)."""
 
 import re
 

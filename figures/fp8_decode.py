@@ -1,8 +1,5 @@
-"""Tables and figure of Lab 03 part 2's 8-bit cache ("An FP8 cache"): the prediction at the issue's
-shape from minimodel.roofline and the H200's measured copy rate (data/ceilings-h200.json); the
-accuracy of the rounding, computed here in float64 with PyTorch (what a cache that stores values
-rounded the 8-bit way, or the 16-bit way, gives: the arithmetic the kernels are tested to
-compute); and the H200 measurement, data/fp8-decode-h200.json (bench/fp8_decode.py)."""
+"""Lab 03 part 2's tables and figure of the 8-bit cache: the prediction, the rounding's accuracy
+(float64, PyTorch) and the H200 measurement (data/fp8-decode-h200.json)."""
 
 import statistics
 
@@ -61,9 +58,8 @@ def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
 
 
 def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """MiniGPT (seed 0) on the verb sequence: each layer's query of the last token and its keys
-    and values of all 64 tokens, a layer per batch row (float64 model), as the model's `attn`
-    receives them."""
+    """MiniGPT (seed 0, float64) on the verb sequence: each layer's last query and its keys and
+    values, a layer per batch row."""
     torch.manual_seed(0)
     seen = []
 

@@ -1,13 +1,11 @@
-"""Lab 03: the memory experiment (data/paged-memory.json, from bench.paged_memory) and the cost
-of the block manager's operations (data/block-manager-ops.json, from bench.block_manager)."""
+"""Lab 03's tables and figure: the memory experiment (data/paged-memory.json) and the block
+manager's operations (data/block-manager-ops.json)."""
 
 import matplotlib.pyplot as plt
 
 from figures.core import load, markdown_table, svg
 
-# Kwon et al., "Efficient Memory Management for Large Language Model Serving with
-# PagedAttention", SOSP 2023, arXiv:2309.06180, Fig. 2: the share of KV cache memory that holds
-# token states in the systems it measured (Orca with three reservation policies) and in vLLM.
+# The PagedAttention paper (arXiv:2309.06180), Fig. 2: the share of KV memory holding token states.
 PAPER_EXISTING = (0.204, 0.382)
 PAPER_VLLM = 0.963
 PAPER_DEFAULT_BLOCK = 16
