@@ -1,7 +1,5 @@
-"""Lab 02 and Results: the forward-attention benchmark (data/bench-attention-h200.json, from
-bench.attention on the H200), tables and one figure. The sentences about them are the pages';
-tests/test_data_claims.py recomputes each from the data (test_bench_*). Two kernels of ours are
-in the data: Lab 02's teaching kernel (`minimodel`) and the Hopper kernel (`minimodel_hopper`)."""
+"""Lab 02's and Results' tables and figure of the forward-attention benchmark
+(data/bench-attention-h200.json): Lab 02's kernel (`minimodel`) and the Hopper kernel."""
 
 import functools
 import itertools
@@ -73,8 +71,7 @@ def grid_table(data: dict, dtype: str) -> str:
         r = {i: rate(idx, grid_key(dtype, d, n, causal), i) for i in IMPLS}
         ratios = [ratio(r[i], r["sdpa_cudnn"]) for i in OURS]
         rows.append([d, yes(causal), f"{n:,}", *(tflops(r[i]) for i in IMPLS), *ratios])
-    # Ratios to cuDNN only: with both kernels of ours, more columns would not fit the page (the
-    # teaching kernel's ratios to FA2 and Flex are Lab 02's acceptance table and shortfalls).
+    # Ratios to cuDNN only: more columns would not fit the page.
     header = ["d", "causal", "N", *(label for label, _, _ in IMPLS.values())]
     return markdown_table([*header, "minimodel ÷ cuDNN", "Hopper ÷ cuDNN"], rows)
 
@@ -116,8 +113,7 @@ def acceptance_hopper(data: dict) -> str:
 
 
 def shortfalls(data: dict) -> str:
-    """Every point of the grid where the teaching kernel is under 1.3x FA2 or not faster than
-    Flex: the honest half of the results."""
+    """The grid's points where Lab 02's kernel is under 1.3x FA2 or not faster than Flex."""
     idx, rows = index(data["records"]), []
     for dtype, d, causal, n in grid(data, sorted(DTYPES)):  # bfloat16 first
         key = grid_key(dtype, d, n, causal)
@@ -150,9 +146,7 @@ def exp_lengths(data: dict) -> list[int]:
 
 
 def exp_roof_table(data: dict) -> str:
-    """Each implementation's median rate (fp16, no mask, N >= 2048) against the exponential
-    roof of a kernel that does not overlap exponentials and matrix products
-    (Ceilings.attention_roof on the H200's measured roofs)."""
+    """Each implementation's median rate (fp16, no mask, N >= 2048) against the exponential roof."""
     roof, idx, lengths, rows = h200_measured(), index(data["records"]), exp_lengths(data), []
     for d in (64, 128):
         cap, cells = roof.attention_roof(d), []
@@ -172,8 +166,7 @@ def exp_roof_table(data: dict) -> str:
 
 
 def gqa_window_pairs(data: dict) -> list[tuple[str, dict, dict]]:
-    """(comparison, baseline record, variant record): GQA against MHA at the same FLOPs, and a
-    4,096-key window against full causal attention."""
+    """(comparison, baseline, variant): GQA against MHA, a 4,096-key window against causal."""
     idx, pairs = index(data["records"]), []
 
     def ours(group: str, n: int, hkv: int, causal: bool, window: int | None = None) -> dict:

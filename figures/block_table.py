@@ -1,12 +1,5 @@
-"""Block tables and copy-on-write, drawn from the block manager itself (for Theory 03 and Lab 03).
-
-The scenario runs `minimodel.block_manager.BlockManager`: a prompt of PROMPT tokens is allocated
-in blocks of BLOCK_SIZE slots, the sequence is forked (the child's table lists the same physical
-blocks, each held twice), and one token is appended to the child. That token falls in the shared,
-partly filled last block, so `append_slot` returns a copy (src, dst): the child gets a block of
-its own and the parent keeps the old one. Every arrow and count of the figure is read from the
-manager's block tables after each step; nothing is placed by hand but the boxes.
-"""
+"""Theory 03's and Lab 03's figure of block tables and copy-on-write, read from a BlockManager's
+tables after a fork and an append."""
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle

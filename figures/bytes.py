@@ -1,7 +1,5 @@
-"""Lab 01 and Results: the bytes attention moves, measured with Nsight Compute
-(data/bytes-h200.json, from bench.bytes), against Lab 01's byte model in minimodel.roofline,
-kernel by kernel, at the shapes of bench.bytes.CASES. The findings under the tables are written
-in Lab 01's page; tests/test_data_claims.py recomputes their numbers from the same data."""
+"""Lab 01's and Results' tables: the bytes attention moves, measured with Nsight Compute
+(data/bytes-h200.json), against Lab 01's byte model, at the shapes of bench.bytes.CASES."""
 
 import re
 
@@ -39,8 +37,7 @@ def flops(case: Case) -> int:
 
 
 def model(case: Case, params: dict) -> dict[str, dict[str, int]]:
-    """The byte model of a case's kernels (Lab 01's functions), with the kernel's own tiles:
-    {kernel: {"read": ..., "write": ..., maybe "read_tiled": ...}}."""
+    """The byte model of a case's kernels with their own tiles: {kernel: {"read", "write", ...}}."""
     shape = (case.b, case.hq, case.hkv, case.nq, case.nk, case.d)
     ctx = (case.b, case.hq, case.hkv, case.nk, case.d)
     if case.impl == "naive":
@@ -62,8 +59,7 @@ def l2_written(metrics: dict) -> float:
 
 
 def dram_bytes(metrics: dict) -> float:
-    """DRAM bytes read (caches flushed before each kernel) plus the bytes written to L2: a write
-    reaches DRAM only when L2 evicts it, which may be after the kernel ends."""
+    """DRAM bytes read plus the bytes written to L2 (a write reaches DRAM only when evicted)."""
     return metrics["dram__bytes_read.sum"] + l2_written(metrics)
 
 
@@ -148,8 +144,7 @@ def case_totals(data: dict) -> dict[str, dict]:
 
 
 def summary_table(data: dict) -> str:
-    """Per case, the kernels summed: the Results page's short version of Lab 01's table (MiB:
-    DRAM against the compulsory model, L2 to the SMs against the tiled one, warm DRAM)."""
+    """Per case, its kernels summed: the Results page's short version of Lab 01's table."""
     body = []
     for t in case_totals(data).values():
         c = t["case"]

@@ -1,10 +1,5 @@
-"""What the table and figure modules share (figures/*.py, run by `python -m figures`).
-
-Each module's `outputs()` returns {path under docs/: a Markdown table or SVG bytes}, computed
-from the package and the committed data under data/. Roofline figures go through
-`roofline_svg`: minimodel.roofline_plot draws them and places the labels, and two labels that
-still overlap stop the run, in writing and in --check alike.
-"""
+"""What the table and figure modules share. Each module's `outputs()` returns {path under docs/:
+a Markdown table or SVG bytes}, from the package and the committed data under data/."""
 
 import io
 import json
@@ -17,15 +12,8 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 from matplotlib.transforms import Bbox
 
+from minimodel import roofline_plot as rp
 from minimodel.ceilings import Ceilings
-from minimodel.roofline_plot import (
-    ROOF_COLORS,
-    LabelBox,
-    RooflinePoint,
-    _boxes_overlap,
-    _place_labels,
-    plot_roofline,
-)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -62,7 +50,7 @@ def number(value: float | None, fmt: str = ",.1f") -> str:
 
 
 def h200_exp_rate() -> float:
-    """The H200's exponentials per second (exp2), measured by bench.mufu (data/mufu-h200.json)."""
+    """The H200's exponentials per second (exp2), data/mufu-h200.json."""
     return load("mufu-h200.json")["mufu"]["exp2_per_s"]
 
 
@@ -72,33 +60,30 @@ def h200_measured() -> Ceilings:
     return Ceilings(**c, exp_rate=h200_exp_rate(), measured=True)
 
 
-def merge_close_labels(points: Sequence[RooflinePoint]) -> list[RooflinePoint]:
-    """Predicted points within 5% in intensity sit on top of each other on the roof: label them
-    once ("a; b") rather than twice."""
-    out: list[RooflinePoint] = []
+def merge_close_labels(points: Sequence[rp.RooflinePoint]) -> list[rp.RooflinePoint]:
+    """One label ("a; b") for two predicted points within 5% in intensity (one spot on the roof)."""
+    out: list[rp.RooflinePoint] = []
     for p in sorted(points, key=lambda p: p.intensity):
         last = out[-1] if out else None
         predicted = p.flops_per_s is None and last is not None and last.flops_per_s is None
         if predicted and last.label and p.intensity < 1.05 * last.intensity:
-            out[-1] = RooflinePoint(f"{last.label}; {p.label}", last.intensity)
-            p = RooflinePoint("", p.intensity)
+            out[-1] = rp.RooflinePoint(f"{last.label}; {p.label}", last.intensity)
+            p = rp.RooflinePoint("", p.intensity)
         out.append(p)
     return out
 
 
-def check_labels(boxes: Sequence[LabelBox], figure: str) -> None:
-    """Exit with a message if two placed labels overlap (the placer's own test, on its result)."""
+def check_labels(boxes, figure: str) -> None:
+    """Exit with a message if two placed labels overlap."""
     boxes = [(text, Bbox.from_extents(*box)) for text, box in boxes]
     pairs = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1 :]]
-    clashes = [(a[0], b[0]) for a, b in pairs if _boxes_overlap(a[1], b[1])]
-    if clashes:
+    if clashes := [(a[0], b[0]) for a, b in pairs if rp._boxes_overlap(a[1], b[1])]:
         sys.exit(f"{figure}: labels overlap: {clashes}")
 
 
 def spots(points: Sequence[tuple], within: float, apart=lambda item: None) -> list[list]:
-    """The points [(x, y, item)] grouped by the spot they mark on log axes, for one label each: a
-    point joins the first group whose first point is within `within` of it in x and in y
-    (relative) and whose items `apart` does not tell apart."""
+    """The points [(x, y, item)] grouped by spot on log axes: a point joins the first group whose
+    first point is within `within` (relative) in x and y and that `apart` does not tell apart."""
     groups: list[list] = []
     for x, y, item in points:
         close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < within and abs(y / g[0][1] - 1) < within
@@ -116,13 +101,10 @@ def legend_entry(**style) -> Line2D:
 
 
 def measured_roofline(roofs, flat, intensities, draw, *, name: str, **style) -> bytes:
-    """The figures that draw their own points on the H200's measured roofs (the exam, the
-    overlay), in one style. `roofs` has a name, peak_flops and bandwidth: log axes over
-    `intensities` and the ridge with 3x margins, the roof min(pi, I beta), and each flat roof of
-    `flat` ([(linestyle, FLOP/s, legend)]) right of where it meets the slope; draw(ax) draws the
-    points and returns (their TFLOP/s, [(x, y, label)]); the legend goes below, the labels are
-    placed (exit if two overlap). `style`: figsize, title, ncol, handles (after the roofs')."""
-    color, peak, beta = ROOF_COLORS[True][0], roofs.peak_flops, roofs.bandwidth
+    """A roofline on the H200's measured roofs whose points `draw(ax)` draws, returning (their
+    TFLOP/s, [(x, y, label)]); `flat` lists the flat roofs as (linestyle, FLOP/s, legend).
+    `style`: figsize, title, ncol, handles (after the roofs')."""
+    color, peak, beta = rp.ROOF_COLORS[True][0], roofs.peak_flops, roofs.bandwidth
     intensities = [*intensities, peak / beta]  # the ridge in view
     lo, hi = min(intensities) / 3, max(intensities) * 3
     xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
@@ -141,7 +123,7 @@ def measured_roofline(roofs, flat, intensities, draw, *, name: str, **style) -> 
     where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.1), "frameon": False}
     ax.legend(handles=handles + style["handles"], fontsize=7.5, ncol=style["ncol"], **where)
     fig.tight_layout()
-    boxes = _place_labels(ax, [(x, y) for x, y, _ in labels], [t for _, _, t in labels])
+    boxes = rp._place_labels(ax, [(x, y) for x, y, _ in labels], [t for _, _, t in labels])
     check_labels(boxes, name)
     return svg(fig)
 
@@ -150,7 +132,8 @@ def roofline_svg(ceilings, points, *, title: str, head_dim: int | None = None) -
     """A roofline figure (Ceilings, RooflinePoints) as SVG bytes; exits if two labels overlap."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "roofline.svg"
-        points = merge_close_labels(points)
-        boxes = plot_roofline(ceilings, points, path, title=title, head_dim=head_dim)
+        boxes = rp.plot_roofline(
+            ceilings, merge_close_labels(points), path, title=title, head_dim=head_dim
+        )
         check_labels(boxes, f"roofline figure {title!r}")
         return path.read_bytes()

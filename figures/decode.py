@@ -1,7 +1,5 @@
-"""Theory 04: decode attention for MHA, GQA, MQA and MLA, one layer at B = 64 and a 4096-token
-context, from minimodel.roofline on the H200's measured roofs. Every row counts the compulsory
-bytes: queries read, the cache read once, outputs written (attention_min_bytes at N_q = 1;
-mla_decode_bytes for MLA's absorbed queries and latent outputs)."""
+"""Theory 04's table and roofline of decode attention (MHA, GQA, MQA, MLA), compulsory bytes from
+minimodel.roofline on the H200's measured roofs."""
 
 from figures.core import h200_measured, markdown_table, roofline_svg
 from minimodel import roofline as r

@@ -1,10 +1,5 @@
-"""The exam's tables and figure (docs/lab/05-exam.md), from the course's predictions,
-data/exam-predictions.json (`python -m bench.exam --predict`), and, once it exists, the
-measurement, data/exam-h200.json (`python -m bench.exam --measure` on the H200): the roofs the
-predictions stand on, the predictions of the thirteen cases, each prediction's error against the
-measured time, and the cases on one roofline (predictions hollow, measurements filled). Until the
-measurement exists the error table says it is pending and the figure shows the predictions alone.
-"""
+"""The exam's tables and figure (Lab 05): the predictions (data/exam-predictions.json) and, once
+it exists, the H200 measurement (data/exam-h200.json)."""
 
 import json
 import sys
@@ -27,9 +22,8 @@ def load() -> dict:
 
 
 def load_measured(predicted: dict, path: Path = MEASURED) -> dict | None:
-    """The H200 measurement, or None while there is none. Refused (exit with a message): a smoke
-    run, a measurement of other predictions than the committed ones, or one dated before them
-    (the predictions come first)."""
+    """The H200 measurement, or None while there is none; exits on a smoke run or a measurement
+    of other predictions than the committed ones (or dated before them)."""
     if not path.exists():
         return None
     measured = json.loads(path.read_text())
@@ -57,9 +51,6 @@ def label(case: dict) -> str:
     return f"{VARIANT[case['function']]} {case['case']}"
 
 
-# --- tables --------------------------------------------------------------------------------------
-
-
 def roofs_table(data: dict) -> str:
     r = data["roofs"]
     pi, beta = r["peak_flops"], r["bandwidth"]
@@ -78,8 +69,7 @@ def roofs_table(data: dict) -> str:
 
 
 def prediction_rows(data: dict) -> list[list]:
-    """One row per case, and variant 3's 'apart' (prefill, then decode) after its cases; each
-    row ends with the predicted µs and (function, case), which the tables drop or use."""
+    """A row per case and variant 3's 'apart', ending with the predicted µs and (function, case)."""
     rows, by_key = [], {(c["function"], c["case"]): c for c in data["cases"]}
     for c in data["cases"]:
         sizes = [f"{c['flops'] / 1e9:,.2f}", f"{c['bytes'] / 1e6:,.1f}", f"{c['intensity']:,.1f}"]
@@ -97,13 +87,11 @@ def prediction_rows(data: dict) -> list[list]:
 
 def predictions_table(data: dict) -> str:
     header = "variant | case | F (GFLOP) | bytes (MB) | I (FLOP/byte) | roof | predicted µs"
-    env = data["environment"]
-    return (
-        markdown_table(header, [r[:-2] for r in prediction_rows(data)])
-        + f"\n`data/exam-predictions.json`, written by `python -m bench.exam --predict` "
-        f"(commit {env['commit']}, {env['date']}) from `minimodel.roofline` and the roofs "
-        "above. MB are \\(10^6\\) bytes.\n"
+    table, env = (
+        markdown_table(header, [r[:-2] for r in prediction_rows(data)]),
+        data["environment"],
     )
+    return f"{table}\nCommit {env['commit']}, {env['date']}; MB: \\(10^6\\) bytes.\n"
 
 
 def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
@@ -120,34 +108,18 @@ def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
 
 def errors_table(data: dict, measured: dict | None) -> str:
     header = "variant | case | predicted µs | measured µs | error | cuDNN µs | cuDNN error"
-    by = measured_us(measured)
-    rows, notes = [], {}
+    by, rows = measured_us(measured), []
     for r in prediction_rows(data):
         predicted, (function, case) = r[-2:]
         ours, cudnn = by.get((function, case, "ours")), by.get((function, case, "sdpa_cudnn"))
-        for rec in (ours, cudnn):
-            if rec is not None and "us" not in rec:
-                notes[rec.get("skipped") or rec.get("error") or "check failed"] = None
         rows.append([*r[:2], f"{predicted:,.1f}", *cell(ours, predicted), *cell(cudnn, predicted)])
     table = markdown_table(header, rows)
     if measured is None:
-        return (
-            "**Measurement pending.** No case has run on the H200 yet; the predictions stand "
-            "alone until `python -m bench.exam --measure` writes `data/exam-h200.json`.\n\n" + table
-        )
+        return table  # every measured cell reads "pending"
     env, copy = measured["environment"], measured["copy_bytes_per_s"]
-    return (
-        table + f"\nerror = measured / predicted - 1; bold: more than "
-        f"{ERROR_BAR:.0%} either way. Measured on an {env['device']} (torch {env['torch']}, "
-        f"triton {env['triton']}, commit {env['commit']}, {env['date']}): "
-        f"`data/exam-h200.json`; copy rate in the same run "
-        f"{', '.join(f'{c / 1e12:.2f}' for c in copy)} TB/s. "
-        + " ".join(f"Not measured: {n}." for n in notes)
-        + "\n"
-    )
-
-
-# --- the figure ----------------------------------------------------------------------------------
+    run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
+    copy = ", ".join(f"{c / 1e12:.2f}" for c in copy)
+    return f"{table}\n{run}, {env['date']}; copy rate {copy} TB/s.\n"
 
 
 def figure(data: dict, measured: dict | None = None) -> bytes:

@@ -1,9 +1,5 @@
-"""Theory 02 (FlashAttention): bytes, masks, which tiles fit, the measured tile sweep
-(data/flash-config-sweep-h200.json, from bench.tune_flash) and the exponential roof against the
-benchmark (data/bench-attention-h200.json), with the H200's measured roofs. Bytes and FLOPs come
-from minimodel.roofline; the tile-fit estimates are computed here, with the hardware limits named
-below. The page's claims about the sweep and the exponential roof are tests over the data
-(tests/test_data_claims.py, test_flash_*)."""
+"""Theory 02's tables and figure: bytes, masks and tile fit from minimodel.roofline; the tile sweep
+(data/flash-config-sweep-h200.json) and the exponential roof (data/bench-attention-h200.json)."""
 
 import itertools
 import math
@@ -83,12 +79,8 @@ def blocks_by_smem(nbytes: int) -> int:
 
 
 def regs_estimate(d: int, bm: int, bn: int, warps: int) -> tuple[int, int]:
-    """32-bit registers per thread: (fp32 accumulator + fp32 score tile, plus the 16-bit P copy).
-
-    Only the big tiles: addresses, m_i, l_i and the compiler's temporaries come on top, and the
-    compiler may convert S to P in place (then the first number is the peak). An estimate, not
-    what the compiler will allocate; spills show up as local-memory traffic in a profile.
-    """
+    """32-bit registers per thread of the big tiles: (fp32 accumulator + fp32 score tile, plus the
+    16-bit P copy); an estimate, not what the compiler allocates."""
     threads = 32 * warps
     acc_s = math.ceil((bm * d + bm * bn) / threads)
     return acc_s, acc_s + math.ceil(bm * bn * E / 4 / threads)
@@ -192,9 +184,8 @@ EXP_IMPLS = {"minimodel": "ours", "sdpa_cudnn": "cuDNN", "sdpa_flash": "FA2 (SDP
 
 
 def exp_roof_rows() -> list[dict]:
-    """Per head dim: the exponential roof, its overlapped form, the exponentials' share of a
-    non-overlapped kernel's time, and each implementation's fastest fp16 run without a mask
-    over FlashAttention-2's grid."""
+    """Per head dim: the exponential roof, overlapped and not, the exponentials' share of the time,
+    and each implementation's fastest fp16 run without a mask over FlashAttention-2's grid."""
     roof, records = h200_measured(), load("bench-attention-h200.json")["records"]
     rows = []
     for d in (64, 128):

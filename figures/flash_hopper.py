@@ -1,7 +1,5 @@
-"""Lab 02 part 2 (docs/lab/02b-flash-hopper.md), from committed data: the kernel draft by draft
-against cuDNN (data/flash-hopper-drafts-h200.json); the kept kernel with its persistent grid and
-its ping-pong switched off, against Lab 02's kernel and cuDNN (from bench.ablate_hopper); what
-Triton's automatic warp specialisation did to Lab 02's kernel (from bench.autows)."""
+"""Lab 02 part 2's tables: the drafts (data/flash-hopper-drafts-h200.json), the ablation
+(data/flash-hopper-ablation-h200.json) and Triton's warp specialisation (data/autows-probe.json)."""
 
 import re
 
@@ -41,13 +39,9 @@ def ablation_table() -> str:
         cells = [f"{rec[n]['tflops']:.0f} ({rec[n]['tflops'] / cudnn:.2f})" for n in names]
         rows.append([f"{rec['n']:,}", yes(rec["causal"]), *cells])
     env = data["environment"]
-    note = (
-        f"TFLOP/s (÷ cuDNN) at d = 128, fp16, B = 16384 / N, H = 16, measured in one process "
-        f"on an {env['device']} (torch {env['torch']}, Triton {env['triton']}, commit "
-        f"{env['commit']}, {env['date'][:10]}) by `bench/ablate_hopper.py` "
-        "(`data/flash-hopper-ablation-h200.json`); GPU time under CUDA-graph replay (medians)."
-    )
-    return markdown_table(["N", "causal", *(ABLATION[n] for n in names)], rows) + f"\n{note}\n"
+    run = f"{env['device']}, torch {env['torch']}, Triton {env['triton']}, commit {env['commit']}"
+    table = markdown_table(["N", "causal", *(ABLATION[n] for n in names)], rows)
+    return f"{table}\n{run}, {env['date'][:10]}.\n"
 
 
 def ptxas_short(report: str | None) -> str:
@@ -73,13 +67,8 @@ def autows_table() -> str:
         flag = yes(rec["warp_specialize_flag"])
         rows.append([rec["target"], flag, tile, rec["num_warps"], result, ptxas])
     env = data["environment"]
-    note = (
-        f"Lab 02's kernel at d = 128, fp16, no mask, compiled {env['compiled']} by Triton "
-        f"{env['triton']} (`bench/autows.py`, `data/autows-probe.json`); "
-        '"partitions" means a `ttg.warp_specialize` region in the compiled TTGIR.'
-    )
     header = "target | warp_specialize=True | tile | warps | result | registers (sm_90)"
-    return markdown_table(header, rows) + f"\n{note}\n"
+    return markdown_table(header, rows) + f"\nTriton {env['triton']}, commit {env['commit']}.\n"
 
 
 def outputs() -> dict[str, str | bytes]:

@@ -1,8 +1,5 @@
-"""Tables and figure of Lab 03 part 2's 8-bit cache ("An FP8 cache"): the prediction at the issue's
-shape from minimodel.roofline and the H200's measured copy rate (data/ceilings-h200.json); the
-accuracy of the rounding, computed here in float64 with PyTorch (what a cache that stores values
-rounded the 8-bit way, or the 16-bit way, gives: the arithmetic the kernels are tested to
-compute); and the H200 measurement, data/fp8-decode-h200.json (bench/fp8_decode.py)."""
+"""Lab 03 part 2's tables and figure of the 8-bit cache: the prediction, the rounding's accuracy
+(float64, PyTorch) and the H200 measurement (data/fp8-decode-h200.json)."""
 
 import statistics
 
@@ -18,7 +15,6 @@ from minimodel.roofline_plot import RooflinePoint
 from minimodel.verbs import tokenizer, verb_sequence
 
 B, N, HQ, HKV, D = 64, 4096, 32, 8, 128  # the issue's shape: bench/fp8_decode.py's
-BAR_COPY, BAR_SPEEDUP = 0.80, 1.6  # the issue's acceptance
 VERB = {"max_seq_len": 64, "d_model": 64, "n_heads": 4, "n_kv_heads": 2, "n_layers": 2}
 VERB_CONFIG = MiniGPTConfig(vocab_size=tokenizer().vocab_size, **VERB)  # tests/test_paged_fp8.py's
 
@@ -44,13 +40,8 @@ def prediction() -> str:
         rows.append([c["name"], *cells, f"{c['flops'] / c['step']:.2f}", *times])
     header = "cache | bytes per token (one layer) | MiB per step | GFLOP per step"
     header += " | intensity (FLOP/B) | µs at the copy rate | M tokens/s at the copy rate"
-    return markdown_table(f"{header} | vs 16-bit", rows) + (
-        f"\nOne layer's decode step, B = {B} sequences of {N:,} keys, {HQ} query heads on {HKV} kv "
-        f"heads, d = {D}; bytes from `roofline.kv_cache_bytes` and "
-        "`roofline.scaled_kv_cache_bytes`, FLOPs from `roofline.attention_flops`; time = bytes / "
-        f"the copy rate measured on the H200, {bandwidth / 1e9:,.0f} GB/s "
-        "(`data/ceilings-h200.json`). Tokens per second: B over that time.\n"
-    )
+    caption = f"\nCopy rate: {bandwidth / 1e9:,.0f} GB/s.\n"
+    return markdown_table(f"{header} | vs 16-bit", rows) + caption
 
 
 def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
@@ -60,19 +51,23 @@ def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
     return x.half().double()
 
 
-def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """MiniGPT (seed 0) on the verb sequence: each layer's query of the last token and its keys
-    and values of all 64 tokens, a layer per batch row (float64 model), as the model's `attn`
-    receives them."""
+def verb_model() -> tuple[MiniGPT, torch.Tensor]:
+    """MiniGPT of seed-0 weights in float64, and the verb sequence."""
     torch.manual_seed(0)
+    return MiniGPT(VERB_CONFIG).double().eval(), torch.tensor([verb_sequence()])
+
+
+def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each layer's last query of the verb sequence and its keys and values, a layer per row."""
     seen = []
 
     def record(q, k, v, **mask):
         seen.append((q[0, :, -1], k[0], v[0]))
         return attention_ref(q, k, v, **mask)
 
+    model, tokens = verb_model()
     with torch.no_grad():
-        MiniGPT(VERB_CONFIG).double().eval()(torch.tensor([verb_sequence()]), attn=record)
+        model(tokens, attn=record)
     q, k, v = (torch.stack(layers) for layers in zip(*seen, strict=True))
     return q, k, v
 
@@ -98,14 +93,12 @@ def accuracy() -> str:
         rows.append([name, *errors, *(f"{e.abs().max().item():.2e}" for e in (e8, e16))])
     header = "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS"
     table = markdown_table(f"{header} | e4m3: largest error | 16-bit: largest error", rows)
-    torch.manual_seed(0)
-    model = MiniGPT(VERB_CONFIG).double().eval()
-    tokens = torch.tensor([verb_sequence()])
+    model, tokens = verb_model()
+    cached = lambda how: (
+        lambda q, k, v, **m: attention_ref(q, rounded(k, how), rounded(v, how), **m)
+    )
     with torch.no_grad():
         want = model(tokens)[0]
-        cached = lambda how: (
-            lambda q, k, v, **m: attention_ref(q, rounded(k, how), rounded(v, how), **m)
-        )
         logits = {how: model(tokens, attn=cached(how))[0] for how in ("float16", "e4m3")}
     rows = []
     for how, got in logits.items():
@@ -114,18 +107,12 @@ def accuracy() -> str:
         error = [f"{rms(got - want):.2e}", f"{(got - want).abs().max().item():.2e}"]
         rows.append([name, *error, f"{same} of {len(want)}"])
     top2 = want.topk(2, -1).values
+    margin = (top2[:, 0] - top2[:, 1]).min().item()
     header = "cache | RMS logit error | largest logit error | next token as the float64 pass's"
-    logits_table = markdown_table(header, rows)
-    return (
-        table + "\nError of one decode row per sequence (each query head, every column) "
-        "against the float64 reference on the keys and values as given; RMS over all of "
-        "them. The caches' rounding only: the query and the arithmetic in float64.\n\n"
-        + logits_table
-        + f"\nMiniGPT (seed 0) over the 64 tokens of the verb sequence, the "
-        "cache's rounding only (float64 model), against the float64 pass with exact keys and "
-        f"values; its logits have RMS {rms(want):.1f}, and its closest call between the top "
-        f"two tokens is a margin of {(top2[:, 0] - top2[:, 1]).min().item():.2f}.\n"
+    caption = (
+        f"\nThe float64 pass's logits: RMS {rms(want):.1f}, smallest top-two margin {margin:.2f}.\n"
     )
+    return f"{table}\n{markdown_table(header, rows)}{caption}"
 
 
 def measured(data: dict) -> str:
@@ -137,24 +124,12 @@ def measured(data: dict) -> str:
         cells += [f"{r['graph_gb_per_s']:,.0f}", f"{r['graph_gb_per_s'] * 1e9 / copy:.0%}"]
         cells += [f"{batch / seconds / 1e6:.3f}", f"{base['graph_ms'] / r['graph_ms']:.2f}"]
         rows.append([*cells, f"{r['max_err_vs_float32_drawn']:.1e}"])
-    fp8 = recs["fp8_paged"]
-    frac = fp8["graph_gb_per_s"] * 1e9 / copy
-    speedup = base["graph_ms"] / fp8["graph_ms"]
-    env = data["environment"]
+    env, rounds = data["environment"], len(recs["fp8_paged"]["graph_ms_runs"])
     header = "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s"
     header += " | tokens/s vs 16-bit paged | largest error vs float32"
-    return markdown_table(header, rows) + (
-        f"\n`data/fp8-decode-h200.json` ({env['device']}, torch {env['torch']}, triton "
-        f"{env['triton']}, commit {env['commit']}, {env['date']}): CUDA-graph medians of "
-        f"{len(fp8['graph_ms_runs'])} rounds; copy rate {copy / 1e9:,.0f} GB/s, the mean of the "
-        "run's start and end; tokens per second: the B sequences over one layer's attention "
-        "step; errors against the float32 reference on the keys and values drawn (before any "
-        "rounding to a cache). The shipped 8-bit kernel: "
-        f"{frac:.0%} of the copy rate (bar {BAR_COPY:.0%}: "
-        f"{'met' if frac >= BAR_COPY else 'missed'}), {speedup:.2f} times the 16-bit cache's "
-        f"tokens per second (bar {BAR_SPEEDUP}: "
-        f"{'met' if speedup >= BAR_SPEEDUP else 'missed'}).\n"
-    )
+    run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
+    caption = f"\n{run}, {env['date']}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s.\n"
+    return markdown_table(header, rows) + caption
 
 
 def roofline(data: dict) -> bytes:

@@ -1,16 +1,11 @@
-"""Lab 03 part 2: the host path (data/host-path-h200.json, from bench.host_path). Per shape,
-each call's host time, GPU time under graph replay and eager time, with the ratios to SDPA-cuDNN
-measured in the same process; where a decode call's host time goes; which calls still refused a
-bad call there; and one Triton launch's host cost (data/launch-costs-h200.json, from
-bench.launch_costs)."""
+"""Lab 03 part 2's tables of the host path (data/host-path-h200.json) and of one Triton launch's
+host cost (data/launch-costs-h200.json)."""
 
 from figures.core import load, markdown_table
 from figures.core import number as cell
 
 
 def shape(case: dict) -> str:
-    """What the cases share (fp16, d = 128, 32 query heads; decode B = 1 with 8 kv heads;
-    prefill B = 4, causal) is said once, on the page."""
     if case["kind"] == "decode":
         return f"decode, {case['keys']:,} keys"
     return f"prefill, N = {case['n']}"

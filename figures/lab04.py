@@ -1,8 +1,5 @@
-"""Lab 04, from committed data: the KV cache on the verb sequence (data/kv-cache-verbs.json,
-from bench.kv_cache) and its extrapolation (minimodel.roofline.kv_cache_bytes), the quality of
-the variants (data/gqa-quality.json, from bench.train_variants), and decode on the H200
-(data/bench-paged-decode-h200.json from bench.paged_decode, data/gqa-decode-h200.json from
-bench.gqa_decode)."""
+"""Lab 04's tables and figure: the KV cache (data/kv-cache-verbs.json), the variants' quality
+(data/gqa-quality.json), decode (data/bench-paged-decode-h200.json, data/gqa-decode-h200.json)."""
 
 import statistics
 
@@ -13,14 +10,8 @@ from minimodel.roofline import kv_cache_bytes
 
 EXTRAPOLATE_N = 2048
 
-# Published configurations (fp16/bf16 caches, E = 2):
-# Llama 2 70B: 80 layers, 64 query heads, 8 kv heads (GQA), d = 128, 4096-token context
-#   (Touvron et al., "Llama 2: Open Foundation and Fine-Tuned Chat Models", 2023,
-#   arXiv:2307.09288; the released config.json: num_hidden_layers 80, num_attention_heads 64,
-#   num_key_value_heads 8, hidden_size 8192).
-# Mistral 7B: 32 layers, 32 query heads, 8 kv heads, d = 128, sliding window 4096 with a rolling
-#   cache of the window, 8192-token context (Jiang et al., "Mistral 7B", 2023, arXiv:2310.06825,
-#   Table 1).
+# Published configurations, fp16 caches: Llama 2 70B (arXiv:2307.09288 and its config.json),
+# Mistral 7B with a rolling cache of its window (arXiv:2310.06825, Table 1).
 PUBLISHED = [  # (name, layers, heads, kv heads, d, context, window)
     ("Llama 2 70B", 80, 64, 8, 128, 4096, None),
     ("Mistral 7B", 32, 32, 8, 128, 8192, 4096),
@@ -112,8 +103,7 @@ def quality_table(data: dict, kv: dict, metric: str) -> str:
 
 
 def compare(rs: list[dict], base: list[dict], metric: str) -> list[str]:
-    """[difference of means, verdict]: a difference is claimed only when the ranges over seeds
-    of the two do not overlap."""
+    """[difference of means, verdict]: a difference only where the ranges over seeds are apart."""
     vals, base = [r[metric] for r in rs], [r[metric] for r in base]
     diff = statistics.mean(vals) - statistics.mean(base)
     apart = min(vals) > max(base) or max(vals) < min(base)

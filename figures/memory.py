@@ -1,9 +1,5 @@
-"""Figure of the GPU primer: the H200's memory hierarchy, each level's capacity on the whole chip.
-
-The sizes come from minimodel.ceilings.HARDWARE["H200"] (SM count, shared memory per SM, L2)
-and from the measured copy rate in data/ceilings-h200.json; the two numbers the package does not
-hold are constants below, with their sources.
-"""
+"""The GPU primer's figure of the H200's memory hierarchy, from minimodel.ceilings.HARDWARE and
+data/ceilings-h200.json."""
 
 import matplotlib.pyplot as plt
 
@@ -17,8 +13,7 @@ KIB, MIB = 1024, 1024**2
 
 
 def levels() -> list[tuple[str, float, str, str]]:
-    """(level, bytes on the whole chip, what one SM or the chip has, who shares it and how a
-    Triton kernel reaches it), nearest the arithmetic first."""
+    """(level, bytes on the chip, what one SM or the chip has, who uses it), nearest first."""
     sms, smem, regs = H200.sm_count, H200.smem_per_sm_bytes, REGISTERS_PER_SM_BYTES
     copy = h200_measured().bandwidth
     hbm = f"{HBM_BYTES / 1e9:.0f} GB, {H200.bandwidth / 1e12:.1f} TB/s datasheet, "

@@ -1,8 +1,5 @@
-"""Figure of Theory 01: the online-softmax state (m, l) and the rescale factor over a stream.
-
-Every number drawn comes from minimodel.online_softmax (SoftmaxState.push, rescale_factor), run on
-a fixed, seeded stream of logits, so the figure changes only when that code does.
-"""
+"""Theory 01's figure: the online-softmax state (m, l) and the rescale factor, from
+minimodel.online_softmax over a seeded stream of logits."""
 
 import math
 import random
@@ -25,8 +22,7 @@ def stream() -> list[float]:
 
 
 def trace(xs: list[float]) -> tuple[list[SoftmaxState], list[float]]:
-    """The states (m^(j), l^(j)) after each element j, and the factors
-    alpha^(j) = e^(m^(j-1) - m^(j))."""
+    """The states (m^(j), l^(j)) after each element j, and the factors e^(m^(j-1) - m^(j))."""
     states, alphas = [], []
     state = SoftmaxState()  # (m^(0), l^(0)) = (-inf, 0)
     for x in xs:

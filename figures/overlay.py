@@ -1,9 +1,5 @@
-"""Results: the roofline overlay. Naive, Flash, decode and paged attention (MHA, GQA and MQA)
-on the H200's measured roofline, at N = 64 (the verb sequence) and N = 2048. Each
-implementation is two points joined by a line: where minimodel.roofline predicts it (the
-compulsory bytes of its kernels, and the attainable rate at that intensity) and where the
-measurement puts it (its FLOPs over the DRAM bytes Nsight Compute counted, and its FLOPs over
-its CUDA-graph time), from data/roofline-overlay-h200.json (bench.overlay)."""
+"""Results' roofline overlay: each kernel where the byte model predicts it and where
+data/roofline-overlay-h200.json measures it, on the H200's measured roofs at N = 64 and 2048."""
 
 import sys
 
@@ -19,8 +15,7 @@ MARKER = {"prefill": "o", "decode": "s"}
 
 
 def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
-    """The overlay's points at one anchor, model and measured; and the expected cases missing
-    from the data (named, never invented)."""
+    """The points at one anchor, model and measured, and the cases missing from the data."""
     roof, out, missing = h200_measured(), [], []
     for case in (c for c in CASES if c.n == anchor and c.impl in OVERLAY_IMPLS):
         entry = data["cases"].get(case.id)
@@ -38,9 +33,7 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
 
 
 def merge_coincident(marks: list[tuple]) -> list[tuple[float, float, str]]:
-    """One label for the measured points of one phase that sit on one spot (within 3% on both
-    log axes), e.g. "naive MHA, GQA, MQA" or "decode, paged MQA": several labels there could not
-    say which is which."""
+    """One label for the measured points of one phase on one spot (within 3% on both axes)."""
     out = []
     for g in spots(marks, 0.03, apart=lambda p: p["case"].phase):
         by_impl: dict[str, list[str]] = {}
@@ -89,8 +82,7 @@ def figure(pts: list[dict], anchor: int) -> bytes:
 
 
 def table(pts: list[dict]) -> str:
-    """I in FLOP/byte, rates in TFLOP/s; "of roof": the measured rate over the roof above the
-    measured point; times per call, on the device (graph replay) and from Python."""
+    """ "of roof": the measured rate over the roof above the measured point."""
     roof, body = h200_measured(), []
     for p in pts:
         c, of_roof = p["case"], p["rate_meas"] / roof.attainable(p["i_meas"], head_dim=p["case"].d)

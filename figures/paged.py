@@ -1,5 +1,4 @@
-"""Theory 03: the work a sliding window saves, and the slots each KV-cache layout reserves,
-from minimodel.roofline."""
+"""Theory 03's tables: what a sliding window saves and what each KV-cache layout reserves."""
 
 import math
 

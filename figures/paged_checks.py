@@ -1,6 +1,4 @@
-"""Lab 03 part 2: what the paged kernels' data checks cost (data/paged-checks-h200.json, from
-bench.paged_checks): the checked path eager, the fast path with and without error flags, eager
-and under CUDA-graph replay."""
+"""Lab 03 part 2's table of what the paged kernels' checks cost (data/paged-checks-h200.json)."""
 
 from figures.core import load, markdown_table
 

@@ -1,6 +1,5 @@
-"""Lab 03 part 2: the paged-attention benchmark (data/bench-paged-decode-h200.json, from
-bench.paged_decode on the H200) and its tile sweep; the page's sentences about them are tests
-over the data (tests/test_data_claims.py, test_paged_decode_*)."""
+"""Lab 03 part 2's tables and figure of the paged-attention benchmark
+(data/bench-paged-decode-h200.json) and its tile sweep (data/paged-tile-sweep-h200.json)."""
 
 import functools
 
@@ -135,8 +134,7 @@ def prefill_table(data: dict) -> str:
 
 
 def sweep_tables() -> tuple[str, str]:
-    """The tile sweep (first GPU run, eager timing): decode (BLOCK_N, warps, stages) per shape,
-    prefill (BLOCK_M, BLOCK_N, warps, stages), GB/s and TFLOP/s."""
+    """The tile sweep's decode (GB/s) and prefill (TFLOP/s) tables, eager timing."""
     recs = load_data("paged-tile-sweep-h200.json")["records"]
     by = {}  # (config, b, ctx, impl) -> the first such record
     for r in recs:

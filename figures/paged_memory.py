@@ -1,13 +1,11 @@
-"""Lab 03: the memory experiment (data/paged-memory.json, from bench.paged_memory) and the cost
-of the block manager's operations (data/block-manager-ops.json, from bench.block_manager)."""
+"""Lab 03's tables and figure: the memory experiment (data/paged-memory.json) and the block
+manager's operations (data/block-manager-ops.json)."""
 
 import matplotlib.pyplot as plt
 
 from figures.core import load, markdown_table, svg
 
-# Kwon et al., "Efficient Memory Management for Large Language Model Serving with
-# PagedAttention", SOSP 2023, arXiv:2309.06180, Fig. 2: the share of KV cache memory that holds
-# token states in the systems it measured (Orca with three reservation policies) and in vLLM.
+# The PagedAttention paper (arXiv:2309.06180), Fig. 2: the share of KV memory holding token states.
 PAPER_EXISTING = (0.204, 0.382)
 PAPER_VLLM = 0.963
 PAPER_DEFAULT_BLOCK = 16
@@ -26,15 +24,11 @@ def setup_table(data: dict) -> str:
         + [f"{w['max_len']:,}", f"{w['budget_slots']:,}"]
         for w in data["workloads"]
     ]
-    env = data["environment"]
-    note = (
-        f"{data['requests']} requests per workload, seed {data['seed']}; "
-        f"`data/paged-memory.json`, written by `bench/paged_memory.py` (Python "
-        f"{env['python']}, commit {env['commit']}, {env['date']})."
-    )
+    env, run = data["environment"], f"{data['requests']} requests per workload, seed {data['seed']}"
     header = "workload | what it is | prompt tokens (mean / max) | output tokens (mean / max)"
     header += " | contiguous reservation | KV budget (token slots)"
-    return markdown_table(header, rows) + f"\n{note}\n"
+    caption = f"\n{run}; Python {env['python']}, commit {env['commit']}, {env['date']}.\n"
+    return markdown_table(header, rows) + caption
 
 
 def results_table(data: dict) -> str:
@@ -48,12 +42,7 @@ def results_table(data: dict) -> str:
             rows.append([w["name"], layout_name(r), *shares, *running, cache, f"{r['steps']:,}"])
     header = "workload | layout | token states / reserved | token states / budget"
     header += " | running at once (mean) | (max) | preemptions | prefill from cache | steps"
-    note = (
-        "While requests wait (the server is full): token states are the physical slots "
-        "holding a token's K/V, a shared block counted once; reserved are the slots of the "
-        "blocks (or the reservations) that requests hold."
-    )
-    return markdown_table(header, rows) + f"\n{note}\n"
+    return markdown_table(header, rows)
 
 
 def pick(w: dict, layout: str, b: int | None = None, sharing: bool = False) -> dict:

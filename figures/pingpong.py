@@ -1,14 +1,5 @@
-"""FlashAttention-3's ping-pong and intra-warpgroup overlap, as a schedule diagram (Lab 02 part 2).
-
-Not a measurement: a small model of the order of events that the page's consumer follows
-(`flash-hopper-consumer`), in made-up units. Per key tile t a consumer warpgroup waits for its
-turn, issues S_{t+1} = Q K_{t+1}^T and then acc += P~_t V_t (asynchronous wgmma), hands the turn
-to the other warpgroup, waits for S_{t+1} only, computes its softmax while P~_t V_t runs, waits
-for the product and rescales acc. The tensor cores run the products one at a time in the order
-they were issued. Durations: one unit per product, SOFTMAX units per softmax, RESCALE per
-rescale; the diagram asserts that the tensor cores never run two products at once and that each
-warpgroup's softmax of S_{t+1} overlaps its own P~_t V_t.
-"""
+"""Lab 02 part 2's schedule diagram of ping-pong between two consumer warpgroups: a model of the
+order of events in made-up units, not a measurement."""
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch

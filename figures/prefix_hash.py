@@ -1,12 +1,5 @@
-"""The hash chain of prefix caching, drawn from the block manager's own naming (for Lab 03).
-
-Two prompts share their first SHARED tokens. Each full block is named by
-`minimodel.block_manager._name(parent, tokens)`, SHA-256 over the parent's name and the block's
-token ids: the names drawn are that function's digests (their first hex digits). The scenario
-also runs `BlockManager` with prefix caching: prompt A is allocated and computed, then prompt B
-is allocated, and the figure asserts that B's cache hit is exactly the leading run of equal
-names (the same physical blocks, `num_cached_tokens` = their tokens).
-"""
+"""Lab 03's figure of prefix caching's hash chain: two prompts' block names from the block
+manager's own `_name`, and the cache hit a BlockManager finds for the second."""
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, Rectangle

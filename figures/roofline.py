@@ -1,4 +1,4 @@
-"""Theory 00 (the roofline) and the GPU primer: tables and the naive-attention figure, from
+"""Theory 00's and the GPU primer's tables and the naive-attention roofline, from
 minimodel.roofline and minimodel.ceilings, with the H200's measured roofs."""
 
 import itertools

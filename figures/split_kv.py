@@ -1,13 +1,5 @@
-"""Split-KV decoding: a context cut into splits, their partials and the merge (for Lab 03 part 2).
-
-The shape is named below (one sequence, 32 query heads over 8 kv heads, d = 128, fp16, a context
-of CONTEXT keys, on the H200's 132 SMs). The number of splits is
-`minimodel.paged_attention.choose_num_splits` for it, with the tile of `decode_config`; the split
-length is the wrapper's (`_launch_decode`: ceil(ceil(keys / splits) / BLOCK_N) tiles). The
-partials are computed in float64 for one query row on seeded random keys and values, exactly as
-one decode program does (O_u, lse_u over its split), and merged with the formula of the page; the
-figure asserts that the merge equals the unsplit softmax.
-"""
+"""Lab 03 part 2's figure of split-KV decoding: the splits `choose_num_splits` makes of one
+context, their float64 partials and the merge (asserted equal to the unsplit softmax)."""
 
 import matplotlib.pyplot as plt
 import torch

@@ -1,15 +1,5 @@
-"""The Flash kernel's three loop runs over the grid of query tiles x key tiles (for Lab 02).
-
-For each query tile, Lab 02's `_attn_fwd` computes a key range [lo, hi) and inside it an interior
-[full_lo, full_hi), then runs three loops: a masked run at the window's edge [lo, full_lo), an
-unmasked interior [full_lo, full_hi) and a masked run over the diagonal and the ragged end of the
-keys [full_hi, hi). `tile_bounds` below is those bound formulas in plain Python. The tests
-(tests/test_data_claims.py, test_tiling_*) hold them against a brute-force count over the
-reference's own mask (minimodel.reference.visible_mask) on a sweep of shapes, and against the
-byte model's key range (minimodel.roofline._flash_key_rows): every tile holding a visible pair
-is loaded, every tile of the unmasked run is visible in full, and the loaded rows are the ones
-the byte model counts.
-"""
+"""Lab 02's figures and table of the Flash kernel's three loop runs over the grid of query tiles x
+key tiles; `tile_bounds` is `_attn_fwd`'s key-range formulas in plain Python."""
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch, Rectangle
@@ -47,9 +37,7 @@ def tile_bounds(i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: b
 
 
 def loop_runs(bounds: tuple[int, int, int, int], block_n: int) -> dict[int, str]:
-    """{key tile start: run} as the three loops visit them: tl.range(a, b, BLOCK_N) visits a,
-    a + BLOCK_N, ... below b. Asserts that every visited tile starts on a tile boundary and that
-    no tile is visited twice."""
+    """{key tile start: run} as the three loops visit them (each tile once, on a tile boundary)."""
     lo, full_lo, full_hi, hi = bounds
     visited: dict[int, str] = {}
     for run, (a, b) in zip(RUNS, ((lo, full_lo), (full_lo, full_hi), (full_hi, hi)), strict=False):

@@ -38,14 +38,8 @@ def plot_roofline(
     title: str | None = None,
     head_dim: int | None = None,
 ) -> list[LabelBox]:
-    """Draw one roof per entry of `ceilings` and the labelled points; save to `path` (.svg/.png).
-
-    Datasheet roofs are blue and measured ones (Ceilings.measured) orange. With head_dim, every
-    ceiling that has an exp_rate also gets its exponential roof, dashed: the cap of a kernel
-    that does not overlap its exponentials with its matrix products. Predicted points (no
-    measured rate) sit hollow on the first ceiling's min(pi, I beta); measured ones are filled.
-    Returns the label boxes in pixels (see _place_labels), so that a caller can check them.
-    """
+    """Draw each roof (with head_dim, its exponential roof dashed too) and the points, predicted
+    ones hollow on the first roof; save to `path` (.svg/.png); return the label boxes."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -56,12 +50,11 @@ def plot_roofline(
     if head_dim is not None:
         _check_positive(head_dim=head_dim)
     for p in points:  # a log axis: an intensity of 0 (or a rate of 0) has no place on it
-        if not _is_finite_positive(p.intensity):
-            raise ValueError(f"point {p.label!r}: intensity must be a finite number > 0 on the "
-                             f"log axis, got {p.intensity!r}")
-        if p.flops_per_s is not None and not _is_finite_positive(p.flops_per_s):
-            raise ValueError(f"point {p.label!r}: flops_per_s must be None or a finite number "
-                             f"> 0, got {p.flops_per_s!r}")
+        rate_ok = p.flops_per_s is None or _is_finite_positive(p.flops_per_s)
+        if not (_is_finite_positive(p.intensity) and rate_ok):
+            got = f"got intensity {p.intensity!r}, flops_per_s {p.flops_per_s!r}"
+            must = "intensity and flops_per_s (or None) must be finite and > 0 on log axes"
+            raise ValueError(f"point {p.label!r}: {must}, {got}")
     plt.rcParams["svg.hashsalt"] = "minimodel"  # stable SVG ids: regenerated figures diff cleanly
     intensities = [p.intensity for p in points] + [c.ridge for c in ceilings]
     lo, hi = min(intensities) / 4, max(intensities) * 4
@@ -74,10 +67,9 @@ def plot_roofline(
         drawn[c.measured] += 1
         ax.plot(xs, [c.attainable(x) / 1e12 for x in xs], color=color, label=c.name)
         if head_dim is not None and c.exp_rate is not None:
-            roof = c.attention_roof(head_dim)
+            roof, label = c.attention_roof(head_dim), f"{c.name}: exp2 not overlapped, d={head_dim}"
             flat = [x for x in xs if x * c.bandwidth >= roof]
-            ax.plot(flat, [roof / 1e12] * len(flat), "--", color=color, lw=1.2,
-                    label=f"{c.name}: exp2 not overlapped, d={head_dim}")
+            ax.plot(flat, [roof / 1e12] * len(flat), "--", color=color, lw=1.2, label=label)
     anchors = []
     for p in points:
         rate = p.flops_per_s if p.flops_per_s is not None else ceilings[0].attainable(p.intensity)
@@ -86,11 +78,11 @@ def plot_roofline(
         anchors.append((p.intensity, rate / 1e12))
     bottom = min([y for _, y in anchors] + [lo * c.bandwidth / 1e12 for c in ceilings]) / 3
     top = max(c.peak_flops for c in ceilings) / 1e12 * 1.8
-    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(bottom, top),
-           xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title or "")
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(bottom, top))
+    ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=title or "")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2,
-              frameon=False)  # below the axes, where it hides no roof and no point
+    # The legend below the axes, where it hides no roof and no point.
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
     fig.tight_layout()  # before the labels: it moves the axes, and the labels are placed in pixels
     boxes = _place_labels(ax, anchors, [p.label for p in points])
     fig.savefig(path, metadata={"Date": None} if str(path).endswith(".svg") else None)
@@ -100,11 +92,11 @@ def plot_roofline(
 
 # Candidate label offsets in points, nearest first: a ring around the marker, then rings further
 # out (ring > 0), which get a leader line back to their point.
-_LABEL_OFFSETS = [(0, (7, 0)), (0, (6, 6)), (0, (6, -6)), (0, (-7, 0)), (0, (-6, 6)),
-                  (0, (-6, -6)), (0, (0, 9)), (0, (0, -9))] + [
-    (ring, (r * dx, r * dy)) for ring, r in enumerate((18, 30, 44, 60), start=1)
-    for dx, dy in ((1, 0), (0.7, 0.7), (0.7, -0.7), (-1, 0), (-0.7, 0.7), (-0.7, -0.7), (0, 1),
-                   (0, -1))]
+_NEAR = [(7, 0), (6, 6), (6, -6), (-7, 0), (-6, 6), (-6, -6), (0, 9), (0, -9)]
+_AWAY = [(1, 0), (0.7, 0.7), (0.7, -0.7), (-1, 0), (-0.7, 0.7), (-0.7, -0.7), (0, 1), (0, -1)]
+_LABEL_OFFSETS = [(0, offset) for offset in _NEAR] + [
+    (ring, (r * dx, r * dy)) for ring, r in enumerate((18, 30, 44, 60), start=1) for dx, dy in _AWAY
+]
 
 
 def _boxes_overlap(a, b, pad: float = 0.5) -> bool:
@@ -118,29 +110,28 @@ def _place_labels(ax, anchors: list[tuple[float, float]], labels: list[str]) -> 
 
     renderer = ax.figure.canvas.get_renderer()
     frame = ax.get_window_extent(renderer)
-    legend = ax.get_legend()
-    blocked = [legend.get_window_extent(renderer)] if legend is not None else []
+    blocked = [ax.get_legend().get_window_extent(renderer)]
     blocked += [Bbox.from_bounds(x - 5, y - 5, 10, 10) for x, y in ax.transData.transform(anchors)]
-    curves = [ax.transData.transform(line.get_xydata()) for line in ax.get_lines()
-              if line.get_linestyle() not in ("None", "none", "")]
+    lines = [line for line in ax.get_lines() if line.get_linestyle() not in ("None", "none", "")]
+    curves = [ax.transData.transform(line.get_xydata()) for line in lines]
     placed: list[tuple[str, Bbox]] = []
     for (x, y), text in zip(anchors, labels, strict=True):
         if not text:
             continue
         best = None
         for ring, (dx, dy) in _LABEL_OFFSETS:
-            ann = ax.annotate(
-                text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=8,
-                ha="left" if dx > 0 else "right" if dx < 0 else "center",
-                va="bottom" if dy > 0 else "top" if dy < 0 else "center",
-                arrowprops={"arrowstyle": "-", "color": "0.5", "lw": 0.6, "shrinkB": 4}
-                if ring else None)
+            ha = "left" if dx > 0 else "right" if dx < 0 else "center"
+            va = "bottom" if dy > 0 else "top" if dy < 0 else "center"
+            arrow = {"arrowstyle": "-", "color": "0.5", "lw": 0.6, "shrinkB": 4} if ring else None
+            at = {"xytext": (dx, dy), "textcoords": "offset points", "fontsize": 8}
+            ann = ax.annotate(text, (x, y), ha=ha, va=va, arrowprops=arrow, **at)
             box = ann.get_window_extent(renderer)
-            inside = (frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0
-                      and box.y1 <= frame.y1)
+            inside = all(frame.contains(*corner) for corner in box.corners())
             clashes = sum(_boxes_overlap(box, b) for b in blocked + [b for _, b in placed])
-            crossed = sum(any(box.x0 <= px <= box.x1 and box.y0 <= py <= box.y1
-                              for px, py in curve) for curve in curves)
+            crossed = sum(
+                any(box.x0 <= px <= box.x1 and box.y0 <= py <= box.y1 for px, py in curve)
+                for curve in curves
+            )
             score = (not inside, clashes, crossed + ring)
             if best is None or score < best[0]:
                 if best is not None:
