@@ -234,26 +234,25 @@ def checked(name: str, fn, refs: dict, budget: float, where: str = "") -> float:
     return err
 
 
-def in_turns(recs: dict, fns: dict, rounds: int, *, eager: bool = False, impls=None) -> None:
-    """Time every fn of `fns` `rounds` times, all of them once in each round: replayed from a
-    CUDA graph into its record's graph_ms_runs (a failed capture is recorded as graph_error)
-    and, with eager, called eagerly into ms_runs first; under the SDPA backend `impls` maps
-    it to, else its own name's. Then the medians, ms and graph_ms."""
+def in_turns(recs: dict, fns: dict, rounds: int, *, eager=False, graph=True, impls=None) -> None:
+    """Time every fn of `fns` `rounds` times, all of them once in each round, under the SDPA
+    backend `impls` maps it to, else its own name's: with eager, called eagerly into its
+    record's ms_runs; with graph, replayed from a CUDA graph into graph_ms_runs (a failed
+    capture is recorded as graph_error). Then the medians, ms and graph_ms."""
     for i in range(rounds):
         for name, fn in fns.items():
             impl = (impls or {}).get(name, name)
             if eager:
                 recs[name]["ms_runs"].append(time_ms(fn, impl))
+            if not graph:
+                continue
             try:
                 recs[name].setdefault("graph_ms_runs", []).append(time_ms(fn, impl, graph=True))
             except Exception as e:  # noqa: BLE001 - a capture failure is data too
                 recs[name]["graph_error"] = error(e, 160)
-        said = ", ".join(
-            f"{n} {r['graph_ms_runs'][-1] * 1e3:.1f} us"
-            for n, r in recs.items()
-            if r.get("graph_ms_runs")
-        )
-        print(f"  round {i + 1}/{rounds} (graph): {said}", flush=True)
+        key = "graph_ms_runs" if graph else "ms_runs"
+        said = [f"{n} {r[key][-1] * 1e3:.1f} us" for n, r in recs.items() if r.get(key)]
+        print(f"  round {i + 1}/{rounds}: {', '.join(said)}", flush=True)
     for rec in recs.values():
         for key in ("ms", "graph_ms"):
             if rec.get(key + "_runs") and not (key == "graph_ms" and "graph_error" in rec):
