@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -167,23 +168,16 @@ def probe(case: Case, fn) -> dict:
     return params | {"block_size": block_size} if is_paged else params
 
 
-@contextlib.contextmanager
 def pinned(params: dict | None):
     """Within the block, our Flash kernel runs the given tile configuration, no autotuning."""
     if not params:
-        yield
-        return
+        return contextlib.nullcontext()
     want = (params["block_m"], params["block_n"], params["num_warps"], params["num_stages"])
-    saved = _attn_fwd_tuned.configs
     tile = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
-    match = [c for c in saved if tile(c) == want]
+    match = [c for c in _attn_fwd_tuned.configs if tile(c) == want]
     if not match:
         raise ValueError(f"no Flash configuration {want} among the autotuner's candidates")
-    _attn_fwd_tuned.configs = match[:1]
-    try:
-        yield
-    finally:
-        _attn_fwd_tuned.configs = saved
+    return mock.patch.object(_attn_fwd_tuned, "configs", match[:1])
 
 
 @triton.jit
