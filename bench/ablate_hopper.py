@@ -1,14 +1,9 @@
-"""What each step of Lab 02 part 2's schedule buys, on the H200: the Hopper kernel with its
-persistent grid and its ping-pong each switched off, against Lab 02's kernel and SDPA's cuDNN
-backend, in one process on the same inputs.
+"""What each step of Lab 02 part 2's schedule buys ("The kept kernel with its two switches"): the
+Hopper kernel with its persistent grid and its ping-pong each switched off, against Lab 02's
+kernel and SDPA's cuDNN backend, at d = 128, fp16, FlashAttention-2's grid; CUDA-graph replays,
+each variant checked against the default's output first.
 
-    python -m bench.ablate_hopper            # on the GPU (about a minute and a half)
-    python -m bench.ablate_hopper --out x.json
-
-FlashAttention-2's grid at d = 128, fp16: B = 16384 / N, H = 16, N in {512, 2048, 8192}, causal
-and not. Each time is the GPU time of a call replayed from a CUDA graph (the shared timer's
-median: no host time in it, which at N = 512 is of the order of the GPU time); each variant is
-checked against the others' output first (the switches change no result).
+    python -m bench.ablate_hopper            # on the GPU: data/flash-hopper-ablation-h200.json
 """
 
 import torch

@@ -1,30 +1,16 @@
-"""Forward-attention benchmark: minimodel's two Flash kernels (Lab 02's teaching kernel,
-`minimodel`, and the fast Hopper kernel, `minimodel_hopper`) against PyTorch's SDPA backends
-(FlashAttention-2, cuDNN, memory-efficient), FlexAttention under torch.compile, and naive
-attention, measured in one process on the same inputs. Writes a JSON data file with the
-environment; tables and figures on the site are made from it (figures/bench.py).
+"""The forward grid (Results, "FlashAttention forward on the H200"): minimodel's two Flash kernels
+(Lab 02's, `minimodel`, and the Hopper kernel, `minimodel_hopper`) against SDPA's backends,
+FlexAttention under torch.compile and naive attention, in one process on the same inputs; groups
+`fa2` (FlashAttention-2's grid), `d256`, `gqa`, `window`. figures/bench.py reads the file.
 
     python -m bench.attention --out data/bench-attention-h200.json     # every group
     python -m bench.attention --out /tmp/x.json --quick     # a few shapes, for a smoke run
 
-    # the same data in two calls of under 6 minutes each (estimated), the second merging into
-    # the first's file: every case's records still come from one process and one set of inputs
+    # the same data in two calls of under 6 minutes each, the second merging into the first's
+    # file: every case's records still come from one process and one set of inputs
     python -m bench.attention --out /tmp/a.json --groups fa2
     python -m bench.attention --out data/bench-attention-h200.json \\
         --groups d256,gqa,window --merge /tmp/a.json
-
-Groups (--groups, default all): `fa2`, FlashAttention-2's grid: 16k tokens in total
-(B = 16384 / N), hidden 2048 (H = 2048 / d), d in {64, 128}, N from 512 to 16k, causal and not,
-fp16 and bf16; `d256`, the same grid at d = 256 (H = 8; its records belong to group "fa2");
-`gqa`, GQA against MHA at the same FLOPs (Hq = 32, d = 128, Hkv = 8 vs 32); `window`, a sliding
-window (W = 4096 at N = 16k) against full causal attention. FLOPs come from minimodel.roofline
-(visible pairs only). Compilation (our autotuners, Flex's inductor kernels) is done first in
-parallel worker processes so that it does not dominate the run; timing is then done by this
-process alone on the GPU. A case an implementation cannot run is recorded with its error (and
-SDPA's reasons, which it gives as warnings). Our own kernels are held to more: if the Hopper
-module cannot be imported, the script stops before compiling anything, and if either kernel
-fails at any case, it writes the file and then exits non-zero: a benchmark that quietly drops
-the kernel under test is worse than none.
 """
 
 import dataclasses
@@ -32,7 +18,6 @@ import functools
 import json
 import math
 import multiprocessing as mp
-import statistics
 import time
 import warnings
 from pathlib import Path
@@ -41,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from bench.core import DATA, SDPA, arguments, environment, error, save, sdpa, time_ms
+from bench.core import DATA, SDPA, arguments, environment, error, in_turns, rates, save, sdpa
 from minimodel.attention_flash import flash_attention
+from minimodel.attention_flash_hopper import MAX_HEAD_DIM, flash_attention_hopper
 from minimodel.reference import attention_ref, visible_mask
 from minimodel.roofline import attention_flops
 
@@ -112,19 +98,10 @@ def compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
-@functools.cache
-def hopper():
-    """The Hopper kernel module, imported on first use: it need not exist for the other
-    implementations to be measured (with --impls leaving it out)."""
-    from minimodel import attention_flash_hopper
-
-    return attention_flash_hopper
-
-
 def outside_contract(impl: str, case: Case) -> str | None:
     """Why one of our kernels is not run at a case its contract excludes, or None."""
-    if impl == "minimodel_hopper" and case.d > hopper().MAX_HEAD_DIM:
-        return f"outside the kernel's contract: d={case.d} > {hopper().MAX_HEAD_DIM}"
+    if impl == "minimodel_hopper" and case.d > MAX_HEAD_DIM:
+        return f"outside the kernel's contract: d={case.d} > {MAX_HEAD_DIM}"
     return None
 
 
@@ -132,7 +109,7 @@ def make_fn(impl: str, case: Case, q, k, v):
     """A no-argument callable running `impl` on (q, k, v), or raise if it does not apply."""
     gqa, w = case.hkv != case.hq, case.window
     if impl in OURS:
-        kernel = flash_attention if impl == "minimodel" else hopper().flash_attention_hopper
+        kernel = flash_attention if impl == "minimodel" else flash_attention_hopper
         return functools.partial(kernel, q, k, v, causal=case.causal, window=w)
     if impl in SDPA:
         if w is not None:
@@ -150,17 +127,13 @@ def make_fn(impl: str, case: Case, q, k, v):
         )
         return functools.partial(compiled_flex(), q, k, v, block_mask=block_mask, enable_gqa=gqa)
     if impl == "naive":
-        mask = (
-            visible_mask(case.n, case.n, causal=True, window=w, device="cuda")
-            if case.causal
-            else None
-        )
+        mask = case.causal and visible_mask(case.n, case.n, causal=True, window=w, device="cuda")
 
         def naive():
             g = case.hq // case.hkv
             kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
             s = (q @ kk.transpose(-1, -2)) * case.d**-0.5
-            if mask is not None:
+            if case.causal:
                 s = s.masked_fill(~mask, float("-inf"))
             return torch.softmax(s, dim=-1) @ vv
 
@@ -209,7 +182,7 @@ def max_error(out, case: Case, q, k, v) -> float:
 
 def measure(case: Case, impls: list[str], run: int) -> list[dict]:
     """Every implementation at one case: each output against the float32 reference first, then
-    ROUNDS timing rounds, all implementations in turn in each."""
+    ROUNDS eager timing rounds, all implementations in turn in each."""
     q, k, v = inputs(case)
     recs, fns = {}, {}
     for impl in impls:
@@ -225,14 +198,8 @@ def measure(case: Case, impls: list[str], run: int) -> list[dict]:
         except Exception as e:  # noqa: BLE001 - unsupported combinations are data too
             rec["error"] = error(e, 400)
         torch.cuda.empty_cache()
-    for _ in range(ROUNDS):
-        for impl, fn in fns.items():
-            recs[impl]["ms_runs"].append(time_ms(fn, impl))
-    for rec in recs.values():
-        if rec["ms_runs"]:
-            rec["ms"] = statistics.median(rec["ms_runs"])
-            rec["tflops"] = case.flops / rec["ms"] / 1e9
-    return list(recs.values())
+    in_turns(recs, fns, ROUNDS, eager=True, graph=False)
+    return [rates(rec, flops=case.flops) for rec in recs.values()]
 
 
 def main() -> None:
@@ -251,14 +218,6 @@ def main() -> None:
             parser.error(f"{name}: unknown {unknown}; choose from {','.join(known)}")
     if args.merge and not args.merge.exists():
         parser.error(f"--merge: no file {args.merge}")
-    if "minimodel_hopper" in impls:
-        try:  # here, before minutes of compilation, not at the first case
-            hopper()
-        except ImportError as e:
-            raise SystemExit(
-                f"minimodel_hopper cannot be imported ({error(e, 10**6)}); refusing to "
-                "run without the kernel under test (leave it out of --impls only on purpose)"
-            ) from e
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains every refusal
     torch._dynamo.config.recompile_limit = 10_000  # else Flex silently runs unfused past 8 shapes
     grid = cases(args.quick, groups)
@@ -276,10 +235,8 @@ def main() -> None:
     records = []
     for i, case in enumerate(grid):
         records += (recs := measure(case, impls, run))
-        rates = ", ".join(
-            f"{r['impl']} {r['tflops']:.0f}" if "tflops" in r else f"{r['impl']} -" for r in recs
-        )
-        print(f"[{i + 1}/{len(grid)}, {time.time() - t0:.0f} s] {case}: {rates}", flush=True)
+        said = ", ".join(f"{r['impl']} {r.get('tflops', math.nan):.0f}" for r in recs)
+        print(f"[{i + 1}/{len(grid)}, {time.time() - t0:.0f} s] {case}: {said}", flush=True)
 
     env = environment()
     this_run = {"environment": env, "cudnn": torch.backends.cudnn.version(), "groups": groups}

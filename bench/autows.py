@@ -1,16 +1,9 @@
-"""Does Triton's automatic warp specialisation apply to Lab 02's kernel on Hopper?
-
-Compiles Lab 02's `_attn_fwd` twice ahead of time, with no GPU: as written, and with
-`warp_specialize=True` on the key loop (`tl.range(lo, hi, BLOCK_N, warp_specialize=True)`, the
-flag Triton documents for this), for Hopper (sm_90) and, as a control, Blackwell (sm_100). For
-each it records whether the compiled TTGIR holds a `ttg.warp_specialize` region (the partitions
-the flag asks for), its shared memory, and, for sm_90, ptxas's register and spill report. Lab 02
-part 2 (docs/lab/02b-flash-hopper.md) cites the result.
+"""Does Triton's automatic warp specialisation apply to Lab 02's kernel on Hopper (Lab 02 part 2,
+"The two routes in Triton 3.6")? `_attn_fwd` compiled ahead of time, with no GPU, as written and
+with `warp_specialize=True` on its key loop (the loop line of a copy of its source rewritten), for
+sm_90 and sm_100: partitions in the TTGIR, shared memory and, for sm_90, ptxas's report.
 
     python -m bench.autows                  # writes data/autows-probe.json
-
-The flagged variant is made by rewriting the loop line of the kernel's source (the committed
-kernel is not changed); the script fails if that line is not found.
 """
 
 import inspect

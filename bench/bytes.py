@@ -1,26 +1,11 @@
-"""Bytes that attention really moves, measured with Nsight Compute, kernel by kernel, at the
-shapes of the overlay table (CASES below, the one table every measurement of Lab 01 and of the
-roofline overlay uses). Writes data/bytes-h200.json.
+"""Bytes that attention really moves, kernel by kernel, measured with Nsight Compute at the shapes
+of the overlay table (CASES): every case in one process under `ncu`, run twice (Lab 01,
+"Measured on the H200", gives the two modes); a one-block marker kernel before each case's call
+tells the cases apart. bench.overlay runs it with the Flash tiles its timing chose (--pins).
 
     python -m bench.bytes --out data/bytes-h200.json       # on the GPU machine, as root
-    TRITON_INTERPRET=1 python -m bench.bytes --smoke       # CPU: build and run every case
-                                                                     # (tiny shapes), write nothing
-
-All cases run in one process under `ncu` (run twice): inputs are made, the kernels compiled and
-warmed up first, then each case's call runs alone between cudaProfilerStart/Stop, preceded by a
-one-block marker kernel (`_case_marker`) that tells the cases apart in ncu's kernel list.
-`figures/overlay.py` runs this after timing the same cases, and passes the tile
-configurations its autotuner chose (`--pins`), so that the bytes and the times belong to the same
-kernels.
-
-- `--cache-control all` (caches flushed before each kernel; kernel replay, all metrics): the
-  DRAM bytes each kernel must fetch, against the compulsory model; the bytes the SMs read from L2
-  and write to it, against the tiled model and the writes.
-- `--cache-control none` (one application run, no flush; DRAM metrics only, so one pass): the
-  case's calls as they run back to back, after their warm-up. Whether naive attention's S and P
-  stay in L2 at N = 64 shows here.
-
-Clocks are left alone (`--clock-control none`).
+    TRITON_INTERPRET=1 python -m bench.bytes --smoke       # CPU: every case on tiny shapes,
+                                                           # writes nothing
 """
 
 import contextlib
@@ -34,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -182,23 +168,16 @@ def probe(case: Case, fn) -> dict:
     return params | {"block_size": block_size} if is_paged else params
 
 
-@contextlib.contextmanager
 def pinned(params: dict | None):
     """Within the block, our Flash kernel runs the given tile configuration, no autotuning."""
     if not params:
-        yield
-        return
+        return contextlib.nullcontext()
     want = (params["block_m"], params["block_n"], params["num_warps"], params["num_stages"])
-    saved = _attn_fwd_tuned.configs
     tile = lambda c: (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
-    match = [c for c in saved if tile(c) == want]
+    match = [c for c in _attn_fwd_tuned.configs if tile(c) == want]
     if not match:
         raise ValueError(f"no Flash configuration {want} among the autotuner's candidates")
-    _attn_fwd_tuned.configs = match[:1]
-    try:
-        yield
-    finally:
-        _attn_fwd_tuned.configs = saved
+    return mock.patch.object(_attn_fwd_tuned, "configs", match[:1])
 
 
 @triton.jit

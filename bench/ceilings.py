@@ -1,5 +1,5 @@
-"""Measure this machine's roofline ceilings (minimodel.ceilings.measure_ceilings) and write them
-to data/ceilings-<name>.json.
+"""This machine's roofline ceilings (minimodel.ceilings.measure_ceilings), written to
+data/ceilings-<name>.json.
 
     python -m bench.ceilings --name h200      # on the GPU machine
     python -m bench.ceilings --name cpu       # anywhere

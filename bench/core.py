@@ -1,5 +1,6 @@
 """What every measurement shares: where the data lives, what produced it, the command line, the
-timer, the SDPA backends, random inputs and a cache laid out in blocks."""
+timer, the SDPA backends, random inputs, a cache laid out in blocks, and the check and timing of
+a set of implementations on the same inputs."""
 
 import argparse
 import contextlib
@@ -7,11 +8,15 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import subprocess
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from minimodel.reference import attention_ref
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -20,6 +25,10 @@ SDPA = {  # the SDPA backends the benchmarks compare against, by the name their 
     "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
     "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION,
 }
+GRAPH_TIMING = (
+    "bench.core.time_ms(graph=True): minimodel.timing.gpu_time_ms, the median of "
+    "do_bench_cudagraph replays; rounds in turns (graph_ms_runs), graph_ms their median"
+)
 
 
 def git(*args: str) -> str:
@@ -115,20 +124,33 @@ def in_blocks(k: torch.Tensor, lens: list[int], block_size: int, seed: int = 1):
     return pool, table
 
 
+def paged_cache(k: torch.Tensor, v: torch.Tensor, lens: list[int], block_size: int, seed=1):
+    """k and v in blocks at the same permutation (in_blocks): k_pool, v_pool, the block table
+    and the context lengths as an int32 tensor."""
+    (k_pool, table), (v_pool, _) = (in_blocks(t, lens, block_size, seed) for t in (k, v))
+    return k_pool, v_pool, table, torch.tensor(lens, dtype=torch.int32, device=k.device)
+
+
 def sdpa(impl: str | None):
     """Within the block, SDPA runs only the backend `impl` names (one of SDPA); for any other
     implementation (or None), a block that changes nothing."""
     return sdpa_kernel(SDPA[impl]) if impl in SDPA else contextlib.nullcontext()
 
 
+def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None):
+    """SDPA's cuDNN backend on contiguous (B, H, N, d) tensors, kv heads shared in place."""
+    with sdpa("sdpa_cudnn"):
+        gqa = q.shape[1] != k.shape[1]
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=gqa
+        )
+
+
 def time_ms(fn, impl: str | None = None, *, graph: bool = False, quantiles=None, **bench_args):
     """Milliseconds of fn() (under the SDPA backend `impl` names, if it names one), the median
     (or the `quantiles`): every benchmark times through here. With graph, fn replayed from a CUDA
-    graph: the GPU's time without the host's (minimodel.timing.gpu_time_ms; do_bench_cudagraph
-    itself where quantiles are asked for, which the shared timer does not report). Eager,
-    triton.testing.do_bench: each call between CUDA events, its 256 MB buffer write between calls
-    evicting the L2, the measure of calls that outlast their host work (the forward grid, a 2 GiB
-    copy, the exp2 chain, the tile sweeps: 0.1 ms and more; Results, "How each time is taken").
+    graph (minimodel.timing.gpu_time_ms; do_bench_cudagraph itself for quantiles); eager,
+    triton.testing.do_bench, the L2 flushed between calls (Results, "How each time is taken").
     `bench_args` (warmup, rep) go to triton; without them its defaults."""
     import triton.testing
 
@@ -140,3 +162,110 @@ def time_ms(fn, impl: str | None = None, *, graph: bool = False, quantiles=None,
         if graph:
             return triton.testing.do_bench_cudagraph(fn, quantiles=quantiles, **bench_args)
         return triton.testing.do_bench(fn, quantiles=quantiles, return_mode="median", **bench_args)
+
+
+def call_costs(name: str, fn, capturable: bool = True) -> dict:
+    """Host time, GPU time (graph replay) and eager time of one call (minimodel.timing), after
+    an untimed call; the first two only where the call can be captured."""
+    from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
+
+    fn()
+    torch.cuda.synchronize()
+    rec = {
+        "impl": name,
+        "host_us": host_time_us(fn) if capturable else None,
+        "gpu_ms": gpu_time_ms(fn) if capturable else None,
+        "eager_us": eager_time_us(fn),
+    }
+    print(f"  {name:32s} {rec}", flush=True)
+    return rec
+
+
+def copy_rate() -> float:
+    """Device-to-device copy of 2 GiB, bytes read + written per second (do_bench median)."""
+    src = torch.randn(2**29, device="cuda")
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src))  # eager: a captured copy runs on the copy engine
+    return 2 * src.nbytes / ms / 1e-3
+
+
+def reference(q, k, v, rows, lens=None, window=None) -> dict[int, torch.Tensor]:
+    """The float32 reference output (Hq, d) of the decode step q (B, Hq, d) over k, v (B, Hkv,
+    N, d) (a sequence's first lens[r] keys), for each sequence r of `rows`."""
+    out = {}
+    for r in rows:
+        n = k.shape[2] if lens is None else lens[r]
+        kr, vr = (t[r : r + 1, :, :n].float() for t in (k, v))
+        ref = attention_ref(q[r : r + 1, :, None].float(), kr, vr, causal=True, window=window)
+        out[r] = ref[0, :, 0]
+    return out
+
+
+def max_error(out: torch.Tensor, refs: dict[int, torch.Tensor]) -> float:
+    """The largest |out - reference| over the sequences of refs; out (B, Hq, d) or (B, Hq, 1, d)."""
+    out = out[:, :, 0] if out.dim() == 4 else out
+    return max((out[r].float() - ref).abs().max().item() for r, ref in refs.items())
+
+
+def pytorch_error(q, k, v, rows) -> float:
+    """PyTorch's own float16 attention (kv heads repeated) against the float32 reference on the
+    same inputs, for the sequences `rows`: the budget a kernel is held to."""
+    worst = 0.0
+    for r in rows:
+        qq, kk, vv = q[r : r + 1, :, None], k[r : r + 1].half(), v[r : r + 1].half()
+        g = qq.shape[1] // kk.shape[1]
+        kk, vv = kk.repeat_interleave(g, 1), vv.repeat_interleave(g, 1)
+        same = torch.softmax((qq @ kk.transpose(-1, -2)) * qq.shape[-1] ** -0.5, -1) @ vv
+        ref = attention_ref(qq.float(), kk.float(), vv.float())
+        worst = max(worst, (same.float() - ref).abs().max().item())
+    return worst
+
+
+def checked(name: str, fn, refs: dict, budget: float, where: str = "") -> float:
+    """fn()'s error against refs (run under `name`'s SDPA backend, if it names one); the run
+    ends, nothing timed, if it is more than twice `budget` (NaN too)."""
+    with sdpa(name):
+        err = max_error(fn(), refs)
+    if not err <= 2 * budget + 1e-6:
+        raise SystemExit(
+            f"{name}{where}: error {err:.3e} against the float32 reference, more than twice "
+            f"PyTorch's {budget:.3e}: not timed"
+        )
+    return err
+
+
+def in_turns(recs: dict, fns: dict, rounds: int, *, eager=False, graph=True, impls=None) -> None:
+    """Time every fn of `fns` `rounds` times, all of them once in each round, under the SDPA
+    backend `impls` maps it to, else its own name's: with eager, called eagerly into its
+    record's ms_runs; with graph, replayed from a CUDA graph into graph_ms_runs (a failed
+    capture is recorded as graph_error). Then the medians, ms and graph_ms."""
+    for i in range(rounds):
+        for name, fn in fns.items():
+            impl = (impls or {}).get(name, name)
+            if eager:
+                recs[name]["ms_runs"].append(time_ms(fn, impl))
+            if not graph:
+                continue
+            try:
+                recs[name].setdefault("graph_ms_runs", []).append(time_ms(fn, impl, graph=True))
+            except Exception as e:  # noqa: BLE001 - a capture failure is data too
+                recs[name]["graph_error"] = error(e, 160)
+        key = "graph_ms_runs" if graph else "ms_runs"
+        said = [f"{n} {r[key][-1] * 1e3:.1f} us" for n, r in recs.items() if r.get(key)]
+        print(f"  round {i + 1}/{rounds}: {', '.join(said)}", flush=True)
+    for rec in recs.values():
+        for key in ("ms", "graph_ms"):
+            if rec.get(key + "_runs") and not (key == "graph_ms" and "graph_error" in rec):
+                rec[key] = statistics.median(rec[key + "_runs"])
+    torch.cuda.empty_cache()
+
+
+def rates(rec: dict, nbytes=None, flops=None) -> dict:
+    """rec with the rate of each of its times (ms, graph_ms): GB/s of `nbytes`, TFLOP/s of
+    `flops`."""
+    for key in ("ms", "graph_ms"):
+        if key in rec and nbytes is not None:
+            rec[key.replace("ms", "gb_per_s")] = nbytes / rec[key] / 1e6
+        if key in rec and flops is not None:
+            rec[key.replace("ms", "tflops")] = flops / rec[key] / 1e9
+    return rec

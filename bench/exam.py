@@ -1,36 +1,18 @@
-"""The phase's exam (docs/lab/05-exam.md): six attention variants the course never built, each
-predicted from the models before it is measured.
+"""The phase's exam (Lab 05, docs/lab/05-exam.md): six attention variants the course never built,
+each predicted from the models (minimodel.roofline's varlen counts on the committed roofs)
+before it is measured; the page says how each is run, checked and timed.
 
     python -m bench.exam --predict     # data/exam-predictions.json: no GPU, the models and the
                                        # committed roofs only
     PYTHONPATH=src python -m bench.exam --measure              # on the H200: data/exam-h200.json
     python -m bench.exam --measure --smoke --out /tmp/x.json   # tiny shapes, any machine (a CPU
                                                                # runs the kernels interpreted)
-
-The predictions use nothing measured but the committed roofs: the matmul and copy rates of
-data/ceilings-h200.json and the exp2 rate of data/mufu-h200.json (read by
-minimodel.predictions.h200_roofs, the skeleton's given helper). Each case is described here by
-its shapes alone, and its FLOPs and bytes come from minimodel.roofline's varlen counts; the lab's
-solution module computes the same numbers by its own expressions, and tests/test_predictions.py
-holds it (and a learner's module) to the file this writes.
-
-The measurement runs each case through the API the page names (`paged_decode`, `paged_prefill`,
-`minimodel.attention`) on random fp16 inputs, paged calls on blocks of 16 in a random order of
-physical blocks and on their fast path (no sync: capturable). Each output is checked against the
-float32 reference (the first and the last sequence; of a long sequence its last rows, of GQA its
-first kv head's group) before anything is timed; then every implementation of a variant is timed
-from a CUDA graph (bench.core.time_ms, graph replay: the GPU's time, no host time), two rounds in
-turns, the median kept. Beside ours, the peer anchor where one exists: SDPA's cuDNN backend on
-contiguous tensors of the same shapes (no sliding window there; a ragged batch only as its two
-parts). Variant 1's FP8 cache is measured only once `paged_decode` takes float8_e4m3fn pools with
-k_scale / v_scale of shape (num_blocks, block_size, Hkv), float32 (Lab 03 part 2); else the case
-is recorded as skipped, saying why. The device's copy rate is measured in the same run. Variant
-3's "apart" is the prefill call and the decode call replayed one after the other in one graph.
 """
 
 import argparse
 import dataclasses
 import inspect
+import itertools
 import json
 import os
 import statistics
@@ -39,10 +21,9 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from bench import core
-from bench.core import DATA, ROOT, environment, error, in_blocks, randn, save, sdpa, time_ms
+from bench.core import DATA, ROOT, environment, error, paged_cache, randn, save, sdpa_cudnn, time_ms
 
 PREDICTIONS = DATA / "exam-predictions.json"
 MEASURED = DATA / "exam-h200.json"
@@ -174,13 +155,6 @@ def smoke_case(case: Case) -> Case:
     return dataclasses.replace(case, **SMOKE_SHAPES[case.function](case))
 
 
-def to_pools(k: torch.Tensor, v: torch.Tensor, lens: list[int]):
-    """Contiguous k, v: (B, Hkv, N, d) -> pools (num_blocks, BLOCK_SIZE, Hkv, d) holding each
-    sequence's first lens[b] keys in one random order of physical blocks, and the block table."""
-    (kp, table), (vp, _) = (in_blocks(t, lens, BLOCK_SIZE) for t in (k, v))
-    return kp, vp, table
-
-
 def from_pool(pool: torch.Tensor, table: torch.Tensor, row: int, n: int) -> torch.Tensor:
     """The first n keys of sequence `row` read back through its table: (Hkv, n, d)."""
     blocks = pool[table[row, : -(-n // BLOCK_SIZE)].long()]  # (nb, BLOCK_SIZE, Hkv, d)
@@ -219,12 +193,12 @@ def reference_error(out_rows, q_rows, k, v, case: Case) -> float:
     return (out_rows[:g].float() - ref).abs().max().item()
 
 
-def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None):
-    """SDPA's cuDNN backend on contiguous (B, H, N, d) tensors, kv heads shared in place."""
-    with sdpa("sdpa_cudnn"):
-        return F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=q.shape[1] != k.shape[1]
-        )
+def attempt(fn, api: str, check) -> dict:
+    """fn run once and checked: {"fn", "api", "max_err"}, or {"error", "api"} if it raised."""
+    try:
+        return {"fn": fn, "api": api, "max_err": check(fn())}
+    except Exception as e:  # noqa: BLE001 - a refusal is data too
+        return {"error": error(e), "api": api}
 
 
 def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, dict]:
@@ -233,105 +207,78 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     from minimodel.attention import attention
     from minimodel.paged_attention import paged_decode, paged_prefill
 
-    seqs = case.seqs
-    b, nk_max = len(seqs), max(nk for _, nk in seqs)
-    lens = [nk for _, nk in seqs]
-
+    lens, rows = [nk for _, nk in case.seqs], [nq for nq, _ in case.seqs]
+    b = len(lens)
     rand = lambda *shape: randn(*shape, generator=gen, device=device)
-
-    k, v = rand(b, case.hkv, nk_max, case.d), rand(b, case.hkv, nk_max, case.d)
-    impls: dict[str, dict] = {}
-    anchor = None  # (fn, what it is) of SDPA-cuDNN, where one exists
-    uniform = len(case.groups) == 1
+    k, v = rand(b, case.hkv, max(lens), case.d), rand(b, case.hkv, max(lens), case.d)
+    cudnn = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
+    anchor, as_ours = None, lambda out: out  # SDPA-cuDNN's (fn, what), where one exists
     if case.run == "attention":
-        nq = seqs[0][0]
-        q = rand(b, case.hq, nq, case.d)
+        q = rand(b, case.hq, rows[0], case.d)
         fn = lambda: attention(q, k, v, causal=case.causal, window=case.window)
-        r = min(nq, 64)
+        r = min(rows[0], 64)
 
-        def check(out):
-            return max(
-                reference_error(out[i, :, -r:], q[i, :, -r:], k[i], v[i], case)
-                for i in sorted({0, b - 1})
-            )
+        def sequence(out, i):  # its last r rows: output, queries, keys, values
+            return out[i, :, -r:], q[i, :, -r:], k[i], v[i]
 
         api = "minimodel.attention, contiguous tensors"
         if case.window is None:
-            what = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
-            anchor = (lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and nq > 1), what)
+            anchor = (lambda: sdpa_cudnn(q, k, v, is_causal=case.causal and rows[0] > 1), cudnn)
     elif case.run == "paged_decode":
         q = rand(b, case.hq, case.d)
-        kp, vp, table = to_pools(k, v, lens)
-        lens_t = torch.tensor(lens, dtype=torch.int32, device=device)
-        kw = {}
+        kp, vp, table, lens_t = paged_cache(k, v, lens, BLOCK_SIZE)
+        scales = {}
+        api = f"paged_decode, blocks of {BLOCK_SIZE}, random order, fast path"
         if case.kv_dtype == FP8:
-            why = fp8_support()
-            if why is not None:
+            if (why := fp8_support()) is not None:
                 return {"ours": {"skipped": why}}
             (kp, ks), (vp, vs) = quantize_e4m3(kp), quantize_e4m3(vp)
-            kw = {"k_scale": ks, "v_scale": vs}
-        fn = lambda: paged_decode(q, kp, vp, table, lens_t, max_context_len=max(lens), **kw)
+            scales = {"k_scale": ks, "v_scale": vs}
+            api += ", float8_e4m3fn pools with per-token-per-head float32 scales"
+        fn = lambda: paged_decode(q, kp, vp, table, lens_t, max_context_len=max(lens), **scales)
 
         def keys(pool, scale, i):  # the cache the kernel reads, dequantised for the reference
             pool = pool.float() if scale is None else pool.float() * scale[..., None]
             return from_pool(pool, table, i, lens[i])
 
-        def check(out):
-            ks, vs = kw.get("k_scale"), kw.get("v_scale")
-            errs = [
-                reference_error(
-                    out[i, :, None], q[i, :, None], keys(kp, ks, i), keys(vp, vs, i), case
-                )
-                for i in sorted({0, b - 1})
-            ]
-            return max(errs)
+        def sequence(out, i):
+            ks, vs = scales.get("k_scale"), scales.get("v_scale")
+            return out[i, :, None], q[i, :, None], keys(kp, ks, i), keys(vp, vs, i)
 
-        api = f"paged_decode, blocks of {BLOCK_SIZE}, random order, fast path"
-        if case.kv_dtype == FP8:
-            api += ", float8_e4m3fn pools with per-token-per-head float32 scales"
         if case.kv_dtype != FP8:  # the fp8 case's anchors are the fp16 case's
-            what = "SDPA cuDNN, contiguous" + (", enable_gqa" if case.hq != case.hkv else "")
-            anchor = (lambda: sdpa_cudnn(q[:, :, None], k, v), what)
+            anchor, as_ours = (lambda: sdpa_cudnn(q[:, :, None], k, v), cudnn), lambda o: o[:, :, 0]
     elif case.run == "paged_prefill":
-        rows = [nq for nq, _ in seqs]
         q = rand(sum(rows), case.hq, case.d)
-        kp, vp, table = to_pools(k, v, lens)
-        lens_t = torch.tensor(lens, dtype=torch.int32, device=device)
-        starts = [0]
-        for n in rows:
-            starts.append(starts[-1] + n)
+        kp, vp, table, lens_t = paged_cache(k, v, lens, BLOCK_SIZE)
+        starts = [0, *itertools.accumulate(rows)]
         starts_t = torch.tensor(starts, dtype=torch.int32, device=device)
         masks = {"causal": case.causal, "window": case.window}
         fn = lambda: paged_prefill(
             q, kp, vp, table, lens_t, starts_t, max_query_len=max(rows), **masks
         )
 
-        def check(out):
-            errs = []
-            for i in sorted({0, b - 1}):
-                sl = slice(starts[i + 1] - min(rows[i], 64), starts[i + 1])
-                o, qi = out[sl].transpose(0, 1), q[sl].transpose(0, 1)
-                errs.append(reference_error(o, qi, k[i, :, : lens[i]], v[i, :, : lens[i]], case))
-            return max(errs)
+        def sequence(out, i):  # its last rows, at most 64
+            last = slice(starts[i + 1] - min(rows[i], 64), starts[i + 1])
+            kv = k[i, :, : lens[i]], v[i, :, : lens[i]]
+            return out[last].transpose(0, 1), q[last].transpose(0, 1), *kv
 
         api = f"paged_prefill, blocks of {BLOCK_SIZE}, random order, fast path"
-        if uniform:
-            nq, nk = seqs[0]
+        if len(case.groups) == 1:
+            (nq, nk), as_ours = case.seqs[0], lambda out: out.transpose(1, 2).reshape(q.shape)
             q4 = q.view(b, nq, case.hq, case.d).transpose(1, 2)
-            what = "SDPA cuDNN, contiguous, enable_gqa"
             if nq == nk or nq == 1:
-                anchor = (lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1), what)
+                anchor = (lambda: sdpa_cudnn(q4, k, v, is_causal=nq > 1), cudnn)
             else:  # a few tokens at the end: causal aligned bottom-right, as a boolean mask
                 mask = torch.ones(nq, nk, dtype=torch.bool, device=device).tril(nk - nq)
-                what += ", bottom-right causal as a mask"
+                what = cudnn + ", bottom-right causal as a mask"
                 anchor = (lambda: sdpa_cudnn(q4, k, v, attn_mask=mask), what)
     else:
         raise ValueError(f"unknown run {case.run!r}")
-    try:
-        out = fn()
-        impls["ours"] = {"fn": fn, "api": api, "max_err": check(out)}
-    except Exception as e:  # noqa: BLE001 - a refusal is data too
-        impls["ours"] = {"error": error(e), "api": api}
+
+    def check(out):
+        return max(reference_error(*sequence(out, i), case) for i in sorted({0, b - 1}))
+
+    impls = {"ours": attempt(fn, api, check)}
     if device.type != "cuda":
         impls["sdpa_cudnn"] = {"skipped": "SDPA's cuDNN backend needs a CUDA GPU"}
     elif anchor is None:
@@ -340,16 +287,7 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
             why = "the fp16 case holds this variant's anchors (our 16-bit cache, cuDNN on it)"
         impls["sdpa_cudnn"] = {"skipped": "SDPA has no sliding window" if case.window else why}
     else:
-        fn_a, what = anchor
-        try:
-            out = fn_a()
-            if case.run == "paged_prefill":
-                out = out.transpose(1, 2).reshape(q.shape)
-            elif case.run == "paged_decode":
-                out = out[:, :, 0]
-            impls["sdpa_cudnn"] = {"fn": fn_a, "api": what, "max_err": check(out)}
-        except Exception as e:  # noqa: BLE001 - SDPA refusing a shape is data too
-            impls["sdpa_cudnn"] = {"error": error(e), "api": what}
+        impls["sdpa_cudnn"] = attempt(*anchor, lambda out: check(as_ours(out)))
     return impls
 
 
@@ -420,8 +358,6 @@ def outcome(rec: dict) -> str:
 
 def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> dict:
     """Every variant, in order; the record bench.exam --measure writes."""
-    from bench.paged_decode import copy_rate
-
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     cases = [smoke_case(c) if smoke else c for c in CASES]
     key = json.loads(PREDICTIONS.read_text())["environment"]
@@ -437,7 +373,7 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         "kernels in Triton's interpreter; no speed is measured",
         "check": f"max |O - attention_ref| in float32 on some rows (the first and the last "
         f"sequence, the first kv head's group, at most 64 last rows) <= {CHECK_TOL}",
-        "copy_bytes_per_s": [copy_rate()] if device.type == "cuda" else [],
+        "copy_bytes_per_s": [core.copy_rate()] if device.type == "cuda" else [],
         "cases": [],
     }
     functions = list(dict.fromkeys(c.function for c in cases))
@@ -451,7 +387,7 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         took = time.perf_counter() - start
         print(f"[{i}/{len(functions)}] {function} ({took:.0f} s): {said}", flush=True)
     if device.type == "cuda":
-        record["copy_bytes_per_s"].append(copy_rate())
+        record["copy_bytes_per_s"].append(core.copy_rate())
     return record
 
 

@@ -1,50 +1,31 @@
-"""The split decode's merge folded into the decode kernel (one launch a call: the last split of
-each (sequence, kv head) merges) against the two-launch merge (the decode kernel, then
-_merge_splits), and SDPA-cuDNN on the same q, k, v: host time per call and GPU time under
-CUDA-graph replay, both from the shared timer, and the eager time of a plain loop of calls.
+"""The split decode's merge folded into the decode kernel (one launch a call) against the
+two-launch merge, and SDPA-cuDNN, on the same inputs (Lab 03 part 2, "Merging the splits"):
+host, GPU (graph replay) and eager time per call (bench.core.call_costs) of `minimodel.attention`
+and `decode_contiguous` with the fold on and off, at bench.host_path's decode shape with 4k and
+32k keys; first, the largest differences of the two merges over 20 fresh inputs.
 
     MINIMODEL_COMMIT=<hash> python -m bench.fold_merge --out data/fold-merge-h200.json
-
-Shapes: decode B = 1, GQA 32/8, d = 128, fp16, 4k and 32k keys (bench.host_path's decode).
-Per shape: `minimodel.attention` with the fold on and off (paged_attention.FOLD_MERGE, read at
-each call), `decode_contiguous` alone both ways at the default split, and SDPA-cuDNN. Before
-timing, each shape checks that the two merges agree on 20 fresh inputs (the largest
-differences are recorded). Under a minute on the H200.
 """
+
+from unittest import mock
 
 import torch
 
-from bench.core import arguments, environment, save, time_ms
-from bench.host_path import sdpa_cudnn
+from bench.core import arguments, call_costs, environment, save, sdpa_cudnn
 from minimodel import paged_attention as pa
 from minimodel.attention import attention
 from minimodel.kernels import num_sms
-from minimodel.timing import eager_time_us, host_time_us
+from minimodel.timing import host_time_us
 
 FOLDS = {"folded": True, "two_launches": False}
 
 
 def measure(name: str, fn, fold: bool | None = None) -> dict:
-    """Host, GPU (graph replay) and eager time of fn(), with FOLD_MERGE set to `fold` (None:
-    left as it is) while fn is captured and called."""
-    saved = pa.FOLD_MERGE
-    if fold is not None:
-        pa.FOLD_MERGE = fold
-    try:
-        fn()
-        torch.cuda.synchronize()
-        rec = {
-            "impl": name,
-            "host_us": host_time_us(fn),
-            "gpu_us": 1000 * time_ms(fn, graph=True),
-            "eager_us": eager_time_us(fn),
-        }
-    finally:
-        pa.FOLD_MERGE = saved
-    print(
-        f"  {name:32s} " + "  ".join(f"{k} {v:8.2f}" for k, v in rec.items() if k != "impl"),
-        flush=True,
-    )
+    """call_costs of fn(), with FOLD_MERGE set to `fold` (None: left as it is) while fn is
+    captured and called; the GPU time in microseconds."""
+    with mock.patch.object(pa, "FOLD_MERGE", pa.FOLD_MERGE if fold is None else fold):
+        rec = call_costs(name, fn)
+    rec["gpu_us"] = 1000 * rec.pop("gpu_ms")
     return rec
 
 
@@ -77,29 +58,16 @@ def case(n: int, b: int = 1, hq: int = 32, hkv: int = 8, d: int = 128) -> dict:
     print(f"decode B={b} {hq}/{hkv} d={d} N={n}: {splits} splits", flush=True)
     agree = agreement(q, k, v, tau)
     print(f"  agreement {agree}", flush=True)
-    recs = [measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, False))]
+    recs = [measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v))]
     for name, fold in FOLDS.items():
         recs.append(measure(f"attention_{name}", lambda: attention(q, k, v), fold))
     for name, fold in FOLDS.items():
-        recs.append(
-            measure(
-                f"decode_contiguous_{name}",
-                lambda fold=fold: pa.decode_contiguous(
-                    q, k, v, window=None, tau=tau, fold_merge=fold
-                ),
-            )
+        decode = lambda fold=fold: pa.decode_contiguous(
+            q, k, v, window=None, tau=tau, fold_merge=fold
         )
-    return {
-        "b": b,
-        "hq": hq,
-        "hkv": hkv,
-        "d": d,
-        "keys": n,
-        "dtype": "float16",
-        "num_splits": splits,
-        "agreement": agree,
-        "records": recs,
-    }
+        recs.append(measure(f"decode_contiguous_{name}", decode))
+    shape = {"b": b, "hq": hq, "hkv": hkv, "d": d, "keys": n, "dtype": "float16"}
+    return shape | {"num_splits": splits, "agreement": agree, "records": recs}
 
 
 def warm_up() -> None:
@@ -108,7 +76,7 @@ def warm_up() -> None:
     q = torch.randn(1, 32, 1, 128, dtype=torch.float16, device="cuda")
     k, v = (torch.randn(1, 8, 4096, 128, dtype=torch.float16, device="cuda") for _ in "kv")
     agreement(q, k, v, 128**-0.5)
-    sdpa_cudnn(q, k, v, False)
+    sdpa_cudnn(q, k, v)
     host_time_us(lambda: attention(q, k, v), calls=50, rounds=1)
     torch.cuda.synchronize()
 

@@ -1,31 +1,18 @@
-"""Lab 04 on the GPU: one decode step of attention (B = 64 sequences, context 4096, Hq = 32,
+"""Lab 04 on the GPU ("Decode on the GPU"): one decode step (B = 64, context 4096, Hq = 32,
 d = 128, fp16) with 32, 8 and 1 kv heads, read in place against read after repeating the kv
-heads. The points that data/bench-paged-decode-h200.json already holds (SDPA's cuDNN and
-FlashAttention-2 backends with `enable_gqa`, our decode kernel) are not measured again; this
-adds, on the same shapes and in one process: the same two SDPA backends on K and V whose heads
-were repeated to Hq beforehand (what a kernel that cannot share a kv head reads), the repeat
-timed inside the step (what an attention that repeats on every call pays), and Lab 04's
-`grouped_attention` (PyTorch operations, float32 compute).
+heads: SDPA on heads repeated beforehand, the repeat inside the step, and Lab 04's
+`grouped_attention`; timed eagerly and from a CUDA graph, two rounds in turns.
 
     PYTHONPATH=src python -m bench.gqa_decode --out data/gqa-decode-h200.json  # ~20 s
-
-Rates are K/V bytes of the cache per second: `roofline.kv_cache_bytes(1, Hkv, d, context,
-batch=B)`, the compulsory traffic of the step, for every implementation, so an implementation
-that reads repeated heads is charged for the cache, not for what it read (`read_bytes` says
-what that is). The shapes are bench.paged_decode's `Decode` cases of the "heads" group, timed by
-its `timed` (bench.core.time_ms: eagerly and from a CUDA graph, two rounds in turns); each output
-is checked against the float32 reference on two sequences first.
 """
-
-import dataclasses
 
 import torch
 import torch.nn.functional as F
 
-from bench.core import arguments, environment, randn, save, sdpa
-from bench.paged_decode import Decode, timed
+from bench import core
+from bench.core import arguments, environment, randn, save
+from bench.paged_decode import Decode
 from minimodel.attention_mqa_gqa import grouped_attention
-from minimodel.reference import attention_ref
 from minimodel.roofline import kv_cache_bytes
 
 CASE = Decode("heads", 64, 4096)  # Lab 03 part 2's shape, at each of KV_HEADS
@@ -53,30 +40,23 @@ def implementations(q, k, v, hkv: int) -> dict:
 
 
 def bench(hkv: int) -> list[dict]:
-    case = dataclasses.replace(CASE, hkv=hkv)
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = randn(B, HQ, 1, D, generator=gen)
     k, v = (randn(B, hkv, CTX, D, generator=gen) for _ in "kv")
-    ref = attention_ref(q[:2], k[:2], v[:2])
+    refs = core.reference(q[:, :, 0], k, v, (0, 1))
     impls = implementations(q, k, v, hkv)
     nbytes = kv_cache_bytes(1, hkv, D, CTX, batch=B)
+    shape = {"b": B, "ctx": CTX, "hq": HQ, "hkv": hkv, "d": D, "dtype": CASE.dtype}
     recs = {}
     for name, (fn, impl, read, form) in impls.items():
-        with sdpa(impl):
-            err = (fn()[:2].float() - ref).abs().max().item()
-        recs[name] = {"b": B, "ctx": CTX, "hq": HQ, "hkv": hkv, "d": D, "dtype": case.dtype}
-        recs[name] |= {"impl": name, "form": form, "max_err": err, "kv_bytes": nbytes}
+        with core.sdpa(impl):
+            err = core.max_error(fn(), refs)
+        recs[name] = shape | {"impl": name, "form": form, "max_err": err, "kv_bytes": nbytes}
         recs[name] |= {"read_bytes": read, "ms_runs": [], "graph_ms_runs": []}
-    fns, backends = (
-        {n: f for n, (f, *_) in impls.items()},
-        {n: i for n, (_, i, *_) in impls.items()},
-    )
-    timed(recs, fns, 2, nbytes=nbytes, impls=backends)
-    for rec in recs.values():
-        graph = rec.get("graph_ms", float("nan"))
-        said = f"{rec['ms']:.4f} ms eager, {graph:.4f} ms graph, err {rec['max_err']:.1e}"
-        print(f"Hkv={hkv:2d} {rec['impl']:<24} {said}", flush=True)
-    return list(recs.values())
+    fns = {name: fn for name, (fn, *_) in impls.items()}
+    backends = {name: impl for name, (_, impl, *_) in impls.items()}
+    core.in_turns(recs, fns, 2, eager=True, impls=backends)
+    return [core.rates(rec, nbytes) for rec in recs.values()]
 
 
 def main() -> None:

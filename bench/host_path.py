@@ -1,46 +1,19 @@
-"""The host path of the public calls: host time per call and GPU time under CUDA-graph replay,
-both from the shared timer (minimodel.timing), for minimodel's entry points and SDPA-cuDNN on the
-same q with a contiguous K/V of the same context, in one process on the same inputs; plus the
-eager time (a plain Python loop of calls and one synchronisation). In the same
-process every entry point is shown to still refuse a bad call.
+"""The host path of the public calls (Lab 03 part 2, "What a call costs the host"): host time,
+GPU time under CUDA-graph replay and eager time per call (bench.core.call_costs) of minimodel's
+entry points and SDPA-cuDNN on the same inputs, where a decode call's host time goes, and that
+every entry point still refuses a bad call. Paged calls on blocks of 16 in random order, on
+their fast path and, eager only, their checked path (one sync, which cannot be captured).
 
     MINIMODEL_COMMIT=<hash> python -m bench.host_path --out data/host-path-h200.json
-
-Shapes: decode B = 1, GQA 32/8, d = 128, fp16, 4k and 32k keys; prefill causal fp16, d = 128,
-32 heads, N = 512 and 1024, B = 4. The paged calls run on blocks of 16 in random order, on their
-fast path (max_context_len / max_query_len given, no sync) and, eager only, on their checked
-path (one sync, which cannot be captured).
 """
 
 import torch
-import torch.nn.functional as F
 
-from bench.core import arguments, environment, in_blocks, save, sdpa
+from bench.core import arguments, call_costs, environment, paged_cache, save, sdpa_cudnn
 from minimodel.attention import _check_call, attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.paged_attention import decode_contiguous, paged_decode, paged_prefill
-from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
-
-
-def sdpa_cudnn(q, k, v, causal):
-    with sdpa("sdpa_cudnn"):
-        return F.scaled_dot_product_attention(
-            q, k, v, is_causal=causal, enable_gqa=q.shape[1] != k.shape[1]
-        )
-
-
-def measure(name: str, fn, capturable: bool = True) -> dict:
-    """The three times of one call; the host and graph times only where it can be captured."""
-    fn()
-    torch.cuda.synchronize()
-    rec = {
-        "impl": name,
-        "host_us": host_time_us(fn) if capturable else None,
-        "gpu_ms": gpu_time_ms(fn) if capturable else None,
-        "eager_us": eager_time_us(fn),
-    }
-    print(f"  {name:28s} {rec}", flush=True)
-    return rec
+from minimodel.timing import host_time_us
 
 
 def refuses(fn) -> bool:
@@ -58,33 +31,27 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     nq = 1 if kind == "decode" else n
     q = torch.randn(b, hq, nq, d, dtype=torch.float16, device="cuda")
     k, v = (torch.randn(b, hkv, n, d, dtype=torch.float16, device="cuda") for _ in "kv")
-    (kp, table), (vp, _) = (in_blocks(t, [n] * b, 16, seed=0) for t in (k, v))
-    lens = torch.full((b,), n, dtype=torch.int32, device="cuda")
+    kp, vp, table, lens = paged_cache(k, v, [n] * b, 16, seed=0)
     causal = kind == "prefill"
     print(f"{kind} B={b} {hq}/{hkv} d={d} N={n}", flush=True)
     recs = [
-        measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, causal)),
-        measure("attention", lambda: attention(q, k, v, causal=causal)),
+        call_costs("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, is_causal=causal)),
+        call_costs("attention", lambda: attention(q, k, v, causal=causal)),
     ]
     refused = {"attention": refuses(lambda: attention(q, k, v.float(), causal=causal))}
     if kind == "decode":
         q3, bad = q[:, :, 0], table.clone()
         bad[0, 0] = kp.shape[0]
         fast = lambda pool: paged_decode(q3, kp, pool, table, lens, max_context_len=n)
+        checked = lambda: paged_decode(q3, kp, vp, table, lens)
         recs += [
-            measure("paged_decode_fast", lambda: fast(vp)),
-            measure(
-                "paged_decode_checked",
-                lambda: paged_decode(q3, kp, vp, table, lens),
-                capturable=False,
-            ),
+            call_costs("paged_decode_fast", lambda: fast(vp)),
+            call_costs("paged_decode_checked", checked, capturable=False),
         ]
         # Where attention's host time goes: its checks, its two output allocations, and the
         # decode kernel launched alone (num_splits=1: one launch, no merge) against the default
-        # split (the split kernel and the merge): their difference is what folding the merge
-        # into the split kernel would save.
-        tau = d**-0.5
-        decode = lambda **kw: decode_contiguous(q, k, v, window=None, tau=tau, **kw)
+        # split (the split kernel and the merge).
+        decode = lambda **kw: decode_contiguous(q, k, v, window=None, tau=d**-0.5, **kw)
         outputs = lambda: (
             torch.empty(q.shape, dtype=q.dtype, device="cuda"),
             torch.empty(q.shape[:-1], dtype=torch.float32, device="cuda"),
@@ -100,52 +67,29 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
             "paged_decode_fast": refuses(lambda: fast(vp.float())),
             "paged_decode_checked": refuses(lambda: paged_decode(q3, kp, vp, bad, lens)),
         }
-        return {
-            "kind": kind,
-            "b": b,
-            "hq": hq,
-            "hkv": hkv,
-            "d": d,
-            "keys": n,
-            "records": recs,
-            "host_parts_us": parts,
-            "still_refuses": refused,
-        }
+        shape = {"kind": kind, "b": b, "hq": hq, "hkv": hkv, "d": d, "keys": n}
+        return shape | {"records": recs, "host_parts_us": parts, "still_refuses": refused}
     starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device="cuda")
     qp = q.transpose(1, 2).reshape(b * n, hq, d).contiguous()
     fast = lambda pool: paged_prefill(qp, kp, pool, table, lens, starts, max_query_len=n)
+    checked = lambda: paged_prefill(qp, kp, vp, table, lens, starts)
+    hopper = lambda v: flash_attention_hopper(q, k, v, causal=True)
     recs += [
-        measure("flash_attention_hopper", lambda: flash_attention_hopper(q, k, v, causal=True)),
-        measure("paged_prefill_fast", lambda: fast(vp)),
-        measure(
-            "paged_prefill_checked",
-            lambda: paged_prefill(qp, kp, vp, table, lens, starts),
-            capturable=False,
-        ),
+        call_costs("flash_attention_hopper", lambda: hopper(v)),
+        call_costs("paged_prefill_fast", lambda: fast(vp)),
+        call_costs("paged_prefill_checked", checked, capturable=False),
     ]
     refused |= {
-        "flash_attention_hopper": refuses(
-            lambda: flash_attention_hopper(q, k, v[..., :64], causal=True)
-        ),
+        "flash_attention_hopper": refuses(lambda: hopper(v[..., :64])),
         "paged_prefill_fast": refuses(lambda: fast(vp.float())),
     }
-    return {
-        "kind": kind,
-        "b": b,
-        "h": hq,
-        "d": d,
-        "n": n,
-        "causal": True,
-        "records": recs,
-        "still_refuses": refused,
-    }
+    shape = {"kind": kind, "b": b, "h": hq, "d": d, "n": n, "causal": True}
+    return shape | {"records": recs, "still_refuses": refused}
 
 
 def main() -> None:
     args = arguments(__doc__).parse_args()
-    case(
-        "decode", 4096, 1, 32, 8
-    )  # a first pass warms the process (lazy initialisation), unrecorded
+    case("decode", 4096, 1, 32, 8)  # a first pass warms the process up, unrecorded
     cases = [case("decode", n, 1, 32, 8) for n in (4096, 32768)]
     cases += [case("prefill", n, 4, 32, 32) for n in (512, 1024)]
     timing = (

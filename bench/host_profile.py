@@ -1,8 +1,7 @@
 """Where the Python of a decode call through `minimodel.attention` goes (Lab 03 part 2, "What a
-call costs the host"): cProfile over 2,000 calls at bench.host_path's decode shape (B = 1, 32
-query heads on 8 kv heads, d = 128, fp16, 4,096 keys), after 50 unprofiled calls; the 30
-functions of most own time. cProfile slows Python down, so its times are shares, not costs:
-the costs are bench.host_path's. On the H200:
+call costs the host"): cProfile over 2,000 calls at bench.host_path's decode shape with 4,096
+keys, after 50 unprofiled calls; the 30 functions of most own time (shares, not costs). On the
+H200:
 
     PYTHONPATH=src:. python -m bench.host_profile > data/host-profile-decode-h200.txt
 """

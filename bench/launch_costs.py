@@ -1,11 +1,8 @@
-"""What one Triton launch costs the host on the machine it runs on, the largest share of a decode
-call's host time (Lab 03 part 2, "What a call costs the host"): the split decode's merge kernel
-(four tensors, fourteen ints) launched four ways, each timed by minimodel.timing.host_time_us:
-through Triton's JIT, as the wrappers launch; the compiled kernel's launcher called directly with
-the same tensors; with the tensors' addresses as ints, which the launcher passes on without
-asking the driver about each (cuPointerGetAttribute); and through minimodel.kernels.launch, the
-package's launch (the compiled launcher under a key of Triton's own specialisations). Beside
-them, one torch.empty. Each launch but the JIT's is checked against the JIT's output first.
+"""What one Triton launch costs the host (Lab 03 part 2, "What a call costs the host"): the split
+decode's merge kernel launched four ways (through Triton's JIT; its compiled launcher called
+directly with the tensors, and with their addresses as ints; through minimodel.kernels.launch),
+and one torch.empty, each timed by minimodel.timing.host_time_us; each launch but the JIT's is
+checked against the JIT's output first.
 
     MINIMODEL_COMMIT=<hash> python -m bench.launch_costs --out data/launch-costs-h200.json
 """
@@ -64,17 +61,11 @@ def main() -> None:
         except Exception as err:  # recorded, not hidden: the data says which way failed and why
             errors[name] = error(err)
         print(name, host_us.get(name), errors.get(name, ""), flush=True)
-    data = {
-        "environment": environment(),
-        "timing": (
-            "minimodel.timing.host_time_us: CPU wall time per call, 200 calls behind "
-            "torch.cuda._sleep, median of 5 rounds"
-        ),
-        "kernel": "_merge_splits, grid (32,), 4 tensors and 14 ints",
-        "host_us": host_us,
-        "errors": errors,
-    }
-    save(args.out, data)
+    timing = "minimodel.timing.host_time_us: CPU wall time per call, 200 calls behind "
+    timing += "torch.cuda._sleep, median of 5 rounds"
+    kernel = "_merge_splits, grid (32,), 4 tensors and 14 ints"
+    record = {"environment": environment(), "timing": timing, "kernel": kernel}
+    save(args.out, record | {"host_us": host_us, "errors": errors})
 
 
 if __name__ == "__main__":

@@ -1,21 +1,10 @@
-"""Measure the exponential rate of the special-function units (MUFU): exp2 per second.
-
-A Triton kernel keeps many independent values in registers and applies x -> 2^(-x) to each of
-them again and again, so that nothing but the exponentials limits it: no memory traffic inside
-the loop (one load and one store per value, at the ends), no tensor cores, a negation the
-instruction absorbs. The map takes [0, 1] into [0.5, 1], so the values stay normal and bounded.
-Each run is timed with triton.testing.do_bench (median); the rate is the fastest configuration's
-exp2 count over its median time. Theory 00's exponential roof uses it
-(minimodel.ceilings.exp_roof; figures/core.py reads the file).
+"""The exponential rate of the special-function units (MUFU): exp2 per second, on the GPU primer's
+method (a chain of x -> 2^(-x) over independent values in registers). Theory 00's exponential
+roof reads data/mufu-h200.json (minimodel.ceilings.exp_roof; figures/core.py).
 
     python -m bench.mufu                  # on a GPU: writes data/mufu-h200.json
     python -m bench.mufu --out x.json     # somewhere else
-    TRITON_INTERPRET=1 python -m bench.mufu --smoke   # CPU check: tiny, writes nothing
-
-The environment (GPU, torch, triton, commit, date, SM count, the SM clocks nvidia-smi reports) is
-recorded beside the numbers. The smoke mode runs the same kernel in Triton's interpreter on a tiny
-grid, checks its result against a float64 reference and prints the JSON record; its "rate" times
-the interpreter, not a GPU, and it never writes under data/.
+    TRITON_INTERPRET=1 python -m bench.mufu --smoke   # CPU check: tiny, prints, writes nothing
 """
 
 import json

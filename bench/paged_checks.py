@@ -1,8 +1,6 @@
-"""What the paged kernels' data checks cost (issue 21), in one process on the same inputs: a
-decode step and a prefill chunk on the checked path (max_context_len / max_query_len omitted:
-one device sync, so eager only, it cannot be captured) against the fast path (host ints; the
-kernel masks bad entries and lengths), with and without error flags, eagerly and under CUDA-graph
-replay. Medians in ms. Run on the GPU:
+"""What the paged kernels' data checks cost (issue 21; Lab 03 part 2, "The wrappers validate,
+then launch"): a decode step and a prefill chunk on the checked path (one sync: eager only)
+against the fast path, with and without error flags, eagerly and under CUDA-graph replay.
 
     python -m bench.paged_checks --out data/paged-checks-h200.json   # about a minute
 """

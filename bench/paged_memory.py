@@ -1,20 +1,10 @@
-"""The memory experiment of Lab 03: how much of a fixed KV budget holds real token states when a
-stream of requests is served (a) with a contiguous reservation of the maximum length per request
-and (b) with paging, at block sizes 8, 16, 32 and 64, without and with prefix sharing.
+"""The memory experiment of Lab 03 ("The memory experiment"): how much of a fixed KV budget holds
+token states when a stream of requests is served with a contiguous reservation of the maximum
+length per request (a perfect slot counter) and with minimodel's BlockManager at block sizes 8
+to 64, without and with prefix sharing, under the page's simplified vLLM v0 scheduler.
 
-The paged runs use minimodel's BlockManager itself; the contiguous run uses a slot counter (a
-perfect allocator: no external fragmentation, so its figures are an upper bound for contiguous
-systems).
-
-    python -m bench.paged_memory                  # under a minute, progress on stderr
+    python -m bench.paged_memory                  # under a minute: data/paged-memory.json
     python -m bench.paged_memory --out /tmp/x.json --requests 40   # a smoke run
-
-The scheduler is vLLM v0's default policy, simplified to one kind of step: first-come first-served
-admission while `can_allocate` says OK (watermark 1%); every running request then decodes one
-token; when `can_append_slot` says no (no free block), the most recently admitted running request
-is preempted (freed, recomputed later from its prompt and the tokens it had generated) and put at
-the head of the waiting queue. A request admitted in a step is prefilled in it and yields its first
-token.
 """
 
 import math

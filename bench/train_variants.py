@@ -1,27 +1,10 @@
-"""What the KV savings cost, on a CPU: Lab 04's MiniGPT trained as MHA (kv8) on the verb corpus,
-converted to GQA (kv4, kv2) and MQA (kv1) by mean-pooling its kv heads
-(`minimodel.attention_mqa_gqa.mean_pool_kv`), uptrained for 5% and 20% of the original steps,
-and the same variants trained from scratch; held-out loss on verbs the training never saw.
-Every run is repeated for several seeds.
+"""What the KV savings cost, on a CPU (Lab 04, "Quality"): Lab 04's MiniGPT trained as MHA (kv8)
+on the verb corpus, converted to GQA (kv4, kv2) and MQA (kv1) by mean-pooling its kv heads,
+uptrained for 5% and 20% of the original steps, and the same variants trained from scratch;
+held-out loss on verbs the training never saw, for several seeds. The page gives the recipe.
 
-    python -m bench.train_variants                  # ~6 min on one CPU core
+    python -m bench.train_variants                  # ~6 min on one CPU core: data/gqa-quality.json
     python -m bench.train_variants --seeds 0 --steps 40 --out /tmp/q.json   # smoke run
-
-The recipe, the same for every run:
-- data: the corpus's lines (one verb and tense each), split by verb: 6 regular verbs (every
-  fourth of the corpus's list of regular verbs, two of each class) are held out, the 24 others
-  train. Each line is one sequence from its first character.
-- model: `verb_model_config(n_kv_heads)`, float32, its weights drawn again with a seeded
-  N(0, 0.02) (MiniGPT's default embedding init, N(0, 1) tied to the output head, starts near
-  46 nats a character).
-- training: AdamW (betas 0.9, 0.95; weight decay 0.1), batches of 16 lines drawn with a seeded
-  generator, learning rate warmed up linearly over the first 20% of the steps (at most 20) to
-  1e-3, then a cosine to 1e-4. Uptraining restarts that schedule, scaled to its own length,
-  with a fresh optimiser. Attention in training is PyTorch's fused SDPA with `enable_gqa`
-  (several times faster on a CPU), checked against `grouped_attention` on every model before it
-  trains; evaluation runs `grouped_attention`.
-- loss: mean cross-entropy per character (nats) over the characters after the infinitive and
-  its space, that is, everything a model can predict once it knows the verb.
 """
 
 import math

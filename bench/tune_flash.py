@@ -1,11 +1,8 @@
-"""Sweep the tile configurations of the Flash kernel on this GPU (not the autotuner: every config
-is timed on every shape, so the data shows the whole landscape). Used to choose FLASH_CONFIGS in
-docs/lab/02-flash-triton.md.
+"""Every tile configuration of Lab 02's Flash kernel timed on every shape of FlashAttention-2's
+grid at N = 2048 and 8192 (the sweep FLASH_CONFIGS was chosen from: Lab 02, "The forward
+kernel"), beside SDPA's FlashAttention-2 and cuDNN; compiled first by worker processes.
 
     python -m bench.tune_flash --out data/flash-config-sweep-h200.json
-
-Compilation is done first by parallel worker processes (it dominates otherwise); timing is then
-done by one process, alone on the GPU.
 """
 
 import functools
