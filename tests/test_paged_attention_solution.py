@@ -248,19 +248,6 @@ def test_the_kernels_write_only_their_own_rows(monkeypatch, num_splits, window, 
     torch.testing.assert_close(out[0], expected)
 
 
-@pytest.mark.parametrize("which", ["slot", "column"])
-def test_the_decode_refuses_offsets_past_int32(which):
-    # The kernel's offsets within a block and within a row are int32: strides that would carry
-    # them past 2^31 - 1 are refused before any launch (given as strides: no such pool is made).
-    k_pool, v_pool, table, lens_t = make_cache([20], 1, 32, 16)[2:]
-    strides = list(k_pool.stride())
-    strides[1 if which == "slot" else 3] = 2**31 // (15 if which == "slot" else 31) + 1
-    with pytest.raises(ValueError, match=r"past 2\^31 - 1"):
-        pa._launch_decode(make_q(1, 2, 32), k_pool, v_pool, table, lens_t, n_k=0,
-                          strides_k=tuple(strides), strides_v=v_pool.stride(), block_size=16,
-                          n_kv_heads=1, max_context_len=20, num_splits=1, window=None, tau=1.0)
-
-
 @pytest.mark.parametrize("offsets", [(0, 4, 30), (-3, 4, 9), (0, 6, 4)])
 def test_the_prefill_fast_path_writes_nothing_outside_o(offsets):
     # Offsets outside q on the fast path: the output as a view into a NaN buffer; a row written

@@ -124,8 +124,8 @@ def _paged_decode_fwd(
     bad_keys = tl.zeros([BLOCK_N], tl.int32)  # keys whose table entry lies outside the pool
     k_head = k_ptr + off_hkv * stride_kh
     v_head = v_ptr + off_hkv * stride_vh
-    k_cols = cols[None, :] * stride_kd  # int32, bounded as the slots are
-    v_cols = cols[None, :] * stride_vd
+    k_cols = cols64[None, :] * stride_kd
+    v_cols = cols64[None, :] * stride_vd
     if FP8:  # 8-bit pools (paged only): one float32 scale per (block, slot) of this kv head
         ks_head = ks_ptr + off_hkv * stride_ksh
         vs_head = vs_ptr + off_hkv * stride_vsh
@@ -148,7 +148,7 @@ def _paged_decode_fwd(
             in_pool = (phys >= 0) & (phys < num_blocks)
             bad_keys |= (visible & ~in_pool).to(tl.int32)
             visible &= in_pool
-            slot = j % BLOCK_SIZE  # int32: _launch_decode bounds slot * stride below 2^31
+            slot = (j % BLOCK_SIZE).to(tl.int64)
             k_rows = phys * stride_kblk + slot * stride_kslot
             v_rows = phys * stride_vblk + slot * stride_vslot
         else:  # contiguous: sequence off_b is "block" off_b, key j its slot j
@@ -1011,15 +1011,6 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         fold = not (q.is_cuda and torch.cuda.is_current_stream_capturing())
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
-    # The kernel's offsets within a block (slot * slot stride) and within a row (column * column
-    # stride) are int32, cheaper than int64 in its inner loop; strides that would carry them past
-    # 2^31 - 1 are refused (no pool laid out as (blocks, slots, heads, d) comes near).
-    slot_strides = (strides_k[1], strides_v[1], *(s.stride(1) for s in scales or ()))
-    reach = max((block_size - 1) * max(map(abs, slot_strides)) if paged else 0,
-                (head_dim - 1) * max(abs(strides_k[3]), abs(strides_v[3])))
-    if reach > 2**31 - 1:
-        raise ValueError(f"decode: an offset within a block or a row reaches {reach} elements, "
-                         f"past 2^31 - 1: strides {tuple(strides_k)} (k), {tuple(strides_v)} (v)")
     cfg = decode_config(head_dim, k.element_size())  # the pools' bytes, not q's
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
