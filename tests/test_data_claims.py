@@ -1611,4 +1611,4 @@ def test_fold_merge_trade_stated():
                    f"graph replay grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
     fold, two = rec[32768]["attention_folded"], rec[32768]["attention_two_launches"]
     stated(LAB03B, f"the GPU time grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
-    assert pa.FOLD_MERGE is None  # the choice by capture the page describes
+    assert pa.FOLD_MERGE is False  # the default the page gives, until the failure is explained
