@@ -106,15 +106,20 @@ def main() -> None:
     copy = statistics.mean(record["copy_bytes_per_s"])
     for rec in record["records"]:
         rec["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
-        grid = f"{rec['chunks']} x {rec['block_g']} rows, {rec['splits']} splits"
+    save(args.out, record)  # before the summary: a slip in printing loses nothing measured
+    for rec in record["records"]:
+        grid = (
+            f"{rec['chunks']} x {rec['block_g']} rows, {rec['splits']} splits"
+            if "chunks" in rec
+            else ""
+        )
         print(
             f"B={rec['b']} Hq={rec['hq']} {rec['impl']:<20} {rec['graph_ms'] * 1e3:7.1f} us "
             f"{rec['graph_gb_per_s']:6.0f} GB/s {rec['of_copy']:5.0%} of copy "
-            f"{rec['vs_cudnn']:.2f}x cuDNN {grid if 'chunks' in rec else ''}",
+            f"{rec['vs_cudnn']:.2f}x cuDNN {grid}",
             flush=True,
         )
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s ({time.time() - t0:.0f} s)")
-    save(args.out, record)
 
 
 if __name__ == "__main__":
