@@ -236,8 +236,8 @@ def decode_case(b, hq, hkv, ctx, d):
 
 @pytest.fixture
 def two_launches(monkeypatch):
-    # The model counts the merge as a kernel of its own, the path a CUDA graph replays; an eager
-    # call folds it into the decode kernel's last program instead (Lab 03 part 2).
+    # The model counts the merge as a kernel of its own; FOLD_MERGE can fold it into the decode
+    # kernel's last program instead (Lab 03 part 2), which the model does not count.
     monkeypatch.setattr(paged_attention, "FOLD_MERGE", False)
 
 
