@@ -234,11 +234,14 @@ def checked(name: str, fn, refs: dict, budget: float, where: str = "") -> float:
     return err
 
 
-def in_turns(recs: dict, fns: dict, rounds: int, *, eager=False, graph=True, impls=None) -> None:
+def in_turns(
+    recs: dict, fns: dict, rounds: int, *, eager=False, graph=True, impls=None, must_capture=False
+) -> None:
     """Time every fn of `fns` `rounds` times, all of them once in each round, under the SDPA
     backend `impls` maps it to, else its own name's: with eager, called eagerly into its
     record's ms_runs; with graph, replayed from a CUDA graph into graph_ms_runs (a failed
-    capture is recorded as graph_error). Then the medians, ms and graph_ms."""
+    capture is recorded as graph_error; with must_capture it ends the run, for the files of
+    graph times only, whose readers need every graph_ms). Then the medians, ms and graph_ms."""
     for i in range(rounds):
         for name, fn in fns.items():
             impl = (impls or {}).get(name, name)
@@ -249,6 +252,8 @@ def in_turns(recs: dict, fns: dict, rounds: int, *, eager=False, graph=True, imp
             try:
                 recs[name].setdefault("graph_ms_runs", []).append(time_ms(fn, impl, graph=True))
             except Exception as e:  # noqa: BLE001 - a capture failure is data too
+                if must_capture:
+                    raise
                 recs[name]["graph_error"] = error(e, 160)
         key = "graph_ms_runs" if graph else "ms_runs"
         said = [f"{n} {r[key][-1] * 1e3:.1f} us" for n, r in recs.items() if r.get(key)]

@@ -110,7 +110,7 @@ def main() -> None:
         "copy_bytes_per_s": [core.copy_rate()],
     }
     print(f"copy {record['copy_bytes_per_s'][0] / 1e9:.0f} GB/s", flush=True)
-    core.in_turns(records, fns, args.rounds)
+    core.in_turns(records, fns, args.rounds, must_capture=True)
     record["copy_bytes_per_s"].append(core.copy_rate())
     record["records"] = [core.rates(rec, rec["kv_bytes"]) for rec in records.values()]
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s ({time.time() - t0:.0f} s)")

@@ -84,7 +84,7 @@ def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:
         err = core.checked(name, fn, refs, budget, f" at {shape}")
         recs[name] |= {"kv_bytes": nbytes, "max_err": err, "pytorch_err": budget}
     print(f"B={b} N={n} Hq={hq}", flush=True)
-    core.in_turns(recs, fns, rounds)
+    core.in_turns(recs, fns, rounds, must_capture=True)
     cudnn_ms = recs["sdpa_cudnn"]["graph_ms"]
     for rec in recs.values():
         core.rates(rec, nbytes)["vs_cudnn"] = cudnn_ms / rec["graph_ms"]  # > 1: faster than cuDNN
