@@ -7,6 +7,7 @@ does not say it with those numbers, so a new measurement cannot leave a stale se
 
 import json
 import math
+import statistics
 from functools import cache
 from pathlib import Path
 
@@ -1614,3 +1615,29 @@ def test_fold_merge_trade_stated():
     fold, two = rec[32768]["attention_folded"], rec[32768]["attention_two_launches"]
     stated(LAB03B, f"the GPU time grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
     assert pa.FOLD_MERGE is False  # the default the page gives, until the failure is explained
+
+
+def test_paged_splits_rerun_stated():
+    """Lab 03 part 2: the split sweep re-run on the current kernel, against the first version's
+    table, and the ragged batches' best split count."""
+    data = json.loads((ROOT / "data" / "paged-splits-h200.json").read_text())
+    copy = data["copy_bytes_per_s"]
+    share = {(r["group"], r["ctx"], r["splits"]): r["graph_gb_per_s"] * 1e9 / copy
+             for r in data["records"]}
+    chosen = {(r["group"], r["ctx"]): r["splits"] for r in data["records"] if r["chosen"]}
+    old = next(r for r in paged_data()["decode"]
+               if (r["group"], r["ctx"], r["impl"]) == ("b64", 4096, "paged_bs16"))
+    old_share = old["graph_gb_per_s"] * 1e9 / statistics.mean(paged_data()["copy_bytes_per_s"])
+    now = share["b64", 4096, chosen["b64", 4096]]
+    assert chosen["b64", 4096] == 2 and 0.08 < 1 - now / old_share < 0.15  # "about a tenth"
+    stated(LAB03B, f"reads {now:.1%} of copy where the first version read {old_share:.0%} "
+                   f"(3 splits: {share['b64', 4096, 3]:.1%})")
+    best = {}  # (split count, share) of the best count, per longest context
+    for ctx in (8192, 16384):
+        splits = [s for g, c, s in share if (g, c) == ("mixed", ctx)]
+        best[ctx] = max((share["mixed", ctx, s], s) for s in splits)[::-1]
+        assert best[ctx][0] > chosen["mixed", ctx] == 2 and best[ctx][1] < 0.9  # "do not reach"
+    short, long = (share["mixed", c, 2] for c in (8192, 16384))
+    stated(LAB03B, f"the default 2 splits read {short:.1%} of copy and the best count, "
+                   f"{best[8192][0]}, reads {best[8192][1]:.1%}; with lengths up to 16k, "
+                   f"{long:.1%} and at best {best[16384][1]:.1%}")
