@@ -84,7 +84,7 @@ def acceptance(data: dict) -> str:
     for key in bar_points(data):
         fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
         met = "yes" if ours >= 1.3 * fa2 and ours > flex else "**no**"
-        rows.append([*point(key), f"{ours:.0f}", f"{ours / fa2:.2f}", f"{ours / flex:.2f}", met])
+        rows.append([*point(key), f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex), met])
     header = "dtype | causal | N | minimodel TFLOP/s | ÷ SDPA FA2 (≥ 1.30) | ÷ Flex (> 1) | met"
     return markdown_table(header, rows)
 
@@ -97,7 +97,7 @@ def acceptance_hopper(data: dict) -> str:
         met = "not measured"
         if ours is not None and cudnn is not None:
             met = "yes" if ours >= HOPPER_BAR * cudnn else "**no**"
-        bar = tflops(HOPPER_BAR * cudnn if cudnn is not None else None)
+        bar = tflops(cudnn, scale=HOPPER_BAR)
         rows.append([*point(key), tflops(cudnn), bar, tflops(ours), ratio(ours, cudnn), met])
     header = f"dtype | causal | N | cuDNN TFLOP/s | {HOPPER_BAR:.2f} × cuDNN | Hopper TFLOP/s"
     return markdown_table(f"{header} | ÷ cuDNN | met (≥ {HOPPER_BAR:.2f})", rows)

@@ -19,8 +19,6 @@ from minimodel.ceilings import Ceilings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
-
-
 DASH = "–"  # a table cell with no value
 
 
@@ -60,8 +58,7 @@ def number(value: float | None, fmt: str = ",.1f", scale: float = 1) -> str:
 
 
 def share(flops_per_s: float, of: float) -> str:
-    """A cell of a rate in TFLOP/s and its share of another: "444 (58%)"; the exponential-roof
-    tables' (Theory 00, Lab 02, Results)."""
+    """A cell of a rate in TFLOP/s and its share of another: "444 (58%)"."""
     return f"{flops_per_s / 1e12:,.0f} ({flops_per_s / of:.0%})"
 
 
@@ -125,8 +122,7 @@ def sizes_axis(ax, ticks: Sequence[int], label: str = "", base: int = 10) -> Non
     ax.grid(True, alpha=0.3)
 
 
-# The illustrative diagrams' vocabulary: a canvas in data coordinates, boxes, rows of cells, text
-# centred on a point, arrows, a legend below the axes.
+# The illustrative diagrams' vocabulary: canvas, box, cells, write, arrow, legend_below.
 
 
 def canvas(xlim: tuple, ylim: tuple, figsize: tuple | None = None, ax=None):
