@@ -7,8 +7,8 @@ import statistics
 
 import matplotlib.pyplot as plt
 
-from figures.core import h200_measured, markdown_table, number, svg, yes
-from figures.core import load as load_data
+from figures import core
+from figures.core import h200_measured, markdown_table, number, ratio, share, sizes_axis, svg, yes
 
 # impl: (table header, short enough for the grid table's page column; legend; colour)
 IMPLS = {
@@ -28,14 +28,9 @@ DTYPES = ("float16", "bfloat16")
 tflops = functools.partial(number, fmt=".0f")  # a rate cell
 
 
-def load() -> dict:
-    return load_data("bench-attention-h200.json")
-
-
-def index(records: list[dict]) -> dict:
-    """(group, dtype, d, n, hkv, causal, window, impl) -> record."""
-    fields = ("group", "dtype", "d", "n", "hkv", "causal", "window", "impl")
-    return {tuple(r[f] for f in fields): r for r in records}
+FIELDS = ("group", "dtype", "d", "n", "hkv", "causal", "window", "impl")  # a record's key
+load = functools.partial(core.load, "bench-attention-h200.json")
+index = functools.partial(core.index, fields=FIELDS)
 
 
 def grid_key(dtype: str, d: int, n: int, causal: bool) -> tuple:
@@ -46,10 +41,6 @@ def grid_key(dtype: str, d: int, n: int, causal: bool) -> tuple:
 def rate(idx: dict, key: tuple, impl: str) -> float | None:
     """TFLOP/s of impl at key, or None if it was not run or failed there."""
     return idx.get((*key, impl), {}).get("tflops")
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a is not None and b is not None else "–"
 
 
 def grid_dims(data: dict) -> list[int]:
@@ -93,7 +84,7 @@ def acceptance(data: dict) -> str:
     for key in bar_points(data):
         fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
         met = "yes" if ours >= 1.3 * fa2 and ours > flex else "**no**"
-        rows.append([*point(key), f"{ours:.0f}", f"{ours / fa2:.2f}", f"{ours / flex:.2f}", met])
+        rows.append([*point(key), f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex), met])
     header = "dtype | causal | N | minimodel TFLOP/s | ÷ SDPA FA2 (≥ 1.30) | ÷ Flex (> 1) | met"
     return markdown_table(header, rows)
 
@@ -106,7 +97,7 @@ def acceptance_hopper(data: dict) -> str:
         met = "not measured"
         if ours is not None and cudnn is not None:
             met = "yes" if ours >= HOPPER_BAR * cudnn else "**no**"
-        bar = tflops(HOPPER_BAR * cudnn if cudnn is not None else None)
+        bar = tflops(cudnn, scale=HOPPER_BAR)
         rows.append([*point(key), tflops(cudnn), bar, tflops(ours), ratio(ours, cudnn), met])
     header = f"dtype | causal | N | cuDNN TFLOP/s | {HOPPER_BAR:.2f} × cuDNN | Hopper TFLOP/s"
     return markdown_table(f"{header} | ÷ cuDNN | met (≥ {HOPPER_BAR:.2f})", rows)
@@ -156,10 +147,9 @@ def exp_roof_table(data: dict) -> str:
             if len(rates) < len(lengths):
                 cells.append(f"ran at {len(rates)} of {len(lengths)}")
             else:
-                med = statistics.median(rates)
-                cells.append(f"{med:.0f} ({med * 1e12 / cap:.0%})")
+                cells.append(share(statistics.median(rates) * 1e12, cap))
         overlapped = roof.attention_roof(d, overlapped=True) / 1e12
-        caps = [f"{cap / 1e12:.0f} ({cap / roof.peak_flops:.0%})", f"{overlapped:.0f}"]
+        caps = [share(cap, roof.peak_flops), f"{overlapped:.0f}"]
         rows.append([d, *caps, *cells])
     header = ["d", "cap, not overlapped (of matmul)", "cap, overlapped"]
     return markdown_table(header + [IMPLS[i][0] for i in EXP_IMPLS], rows)
@@ -209,12 +199,12 @@ def figure(data: dict) -> bytes:
                 width = 2.5 if impl in OURS else 1.2
                 ax.plot(lengths, ys, "o-", label=legend, color=color, linewidth=width)
             ax.axhline(peak, color="grey", ls="--", linewidth=1, label="measured fp16 matmul")
-            title = f"d={d}, {'causal' if causal else 'non-causal'}"
-            ax.set(xscale="log", title=title, ylim=(0, None))
-            ax.set_xticks(lengths, [f"{n // 1024}k" if n >= 1024 else str(n) for n in lengths])
-            ax.grid(True, alpha=0.3)
-            ax.set_ylabel("TFLOP/s (fp16)" if col == 0 else "")  # the outer panels only
-            ax.set_xlabel("sequence length N (16k tokens per batch)" if row == last else "")
+            ax.set(title=f"d={d}, {'causal' if causal else 'non-causal'}", ylim=(0, None))
+            # the labels on the outer panels only
+            sizes_axis(
+                ax, lengths, "sequence length N (16k tokens per batch)" if row == last else ""
+            )
+            ax.set_ylabel("TFLOP/s (fp16)" if col == 0 else "")
     # One legend for all panels, below them: inside a panel it would cover some curve.
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, frameon=False)

@@ -2,9 +2,8 @@
 tables after a fork and an append."""
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from figures.core import svg
+from figures.core import arrow, box, canvas, cells, svg, write
 from minimodel.block_manager import BlockManager
 
 NUM_BLOCKS, BLOCK_SIZE = 8, 4
@@ -12,7 +11,6 @@ PROMPT = list(range(101, 111))  # 10 tokens: two full blocks and a last block ho
 PARENT, CHILD = 0, 1
 NEW_TOKEN = 999
 COLORS = {"shared": "#5b8e7d", "parent": "#f4a259", "copy": "#bc4b51", "free": "#eeeeee"}
-ARROW = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8, "color": "black"}
 
 
 def scenario() -> dict:
@@ -33,9 +31,8 @@ def scenario() -> dict:
 
 def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title: str) -> None:
     refs = [sum(t.count(p) for t in tables.values()) for p in range(NUM_BLOCKS)]
-    ax.set(xlim=(-0.3, 10.3), ylim=(-0.6, 6.4), title=title)
-    ax.title.set_fontsize(10)
-    ax.axis("off")
+    canvas((-0.3, 10.3), (-0.6, 6.4), ax=ax)
+    ax.set_title(title, fontsize=10)
     # Physical pool, in the middle row.
     for p in range(NUM_BLOCKS):
         if refs[p] == 0:
@@ -46,27 +43,24 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
             color = COLORS["copy"] if copy and p == copy[1] else COLORS["parent"]
             label = "ref 1"
         x = 1.15 + p * 1.05
-        ax.add_patch(Rectangle((x, 2.6), 0.9, 0.8, facecolor=color, edgecolor="black", lw=0.6))
-        ax.text(x + 0.45, 3.08, f"{p}", ha="center", va="center", fontsize=9, weight="bold")
-        ax.text(x + 0.45, 2.78, label, ha="center", va="center", fontsize=6.5)
-    ax.text(0.0, 3.0, "physical\nblocks", ha="left", va="center", fontsize=8)
+        box(ax, x, 2.6, 0.9, 0.8, color)
+        write(ax, x + 0.45, 3.08, f"{p}", 9, weight="bold")
+        write(ax, x + 0.45, 2.78, label, 6.5)
+    write(ax, 0.0, 3.0, "physical\nblocks", ha="left")
     # Logical blocks of each sequence: the parent on top, the child below.
     for seq, y in ((PARENT, 5.2), (CHILD, 0.0)):
         n = tokens[seq]
-        ax.text(0.0, y + 0.4, f"seq {seq}\n{n} tokens", ha="left", va="center", fontsize=8)
+        write(ax, 0.0, y + 0.4, f"seq {seq}\n{n} tokens", ha="left")
         for i, p in enumerate(tables[seq]):
             filled = min(BLOCK_SIZE, n - i * BLOCK_SIZE)
             x = 1.8 + i * 1.6
-            ax.add_patch(Rectangle((x, y), 1.3, 0.8, facecolor="white", edgecolor="black", lw=0.6))
-            for s in range(BLOCK_SIZE):
-                ink = "#555555" if s < filled else "white"
-                corner, style = (x + 0.05 + s * 0.3, y + 0.08), {"edgecolor": "#555555", "lw": 0.4}
-                ax.add_patch(Rectangle(corner, 0.28, 0.22, facecolor=ink, **style))
-            ax.text(x + 0.65, y + 0.55, f"logical {i}", ha="center", va="center", fontsize=7)
+            box(ax, x, y, 1.3, 0.8)
+            slots = ["#555555" if s < filled else "white" for s in range(BLOCK_SIZE)]
+            cells(ax, x + 0.05, y + 0.08, 0.28, 0.22, slots, step=0.3, edgecolor="#555555", lw=0.4)
+            write(ax, x + 0.65, y + 0.55, f"logical {i}", 7)
             # from the logical block's edge that faces the pool to the physical block's
             y_from, y_to = (y, 3.4) if seq == PARENT else (y + 0.8, 2.6)
-            ends = (x + 0.65, y_from), (1.15 + p * 1.05 + 0.45, y_to)
-            ax.add_patch(FancyArrowPatch(*ends, **ARROW))
+            arrow(ax, (x + 0.65, y_from), (1.15 + p * 1.05 + 0.45, y_to), color="black")
 
 
 def outputs() -> dict[str, str | bytes]:

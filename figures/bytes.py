@@ -4,7 +4,7 @@
 import re
 
 from bench.bytes import CASES, Case
-from figures.core import load, markdown_table, yes
+from figures.core import DASH, load, markdown_table, ratio, yes
 from minimodel import roofline as r
 
 MIB = 2**20
@@ -97,17 +97,13 @@ def rows(data: dict) -> list[dict]:
 
 
 def mib(x: float | None) -> str:
-    return "—" if x is None else format(x / MIB, ",.3f" if x < 10 * MIB else ",.1f")
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    return "—" if a is None or not b else f"{a / b:.3f}"
+    return DASH if x is None else format(x / MIB, ",.3f" if x < 10 * MIB else ",.1f")
 
 
 def compared(dram_model, dram, tiled, l2_to_sm, warm) -> list[str]:
     """The cells model, measured, ratio for DRAM and for L2 to the SMs, then warm DRAM."""
-    dram_cells = [mib(dram_model), mib(dram), ratio(dram, dram_model)]
-    return [*dram_cells, mib(tiled), mib(l2_to_sm), ratio(l2_to_sm, tiled), mib(warm)]
+    dram_cells = [mib(dram_model), mib(dram), ratio(dram, dram_model, ".3f")]
+    return [*dram_cells, mib(tiled), mib(l2_to_sm), ratio(l2_to_sm, tiled, ".3f"), mib(warm)]
 
 
 def measured_table(data: dict) -> str:

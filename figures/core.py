@@ -10,6 +10,8 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
+from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.ticker import NullLocator
 from matplotlib.transforms import Bbox
 
 from minimodel import roofline_plot as rp
@@ -17,11 +19,17 @@ from minimodel.ceilings import Ceilings
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
+DASH = "–"  # a table cell with no value
 
 
 def load(name: str) -> dict:
     """A data file of data/."""
     return json.loads((DATA / name).read_text())
+
+
+def index(records: list[dict], fields: Sequence[str]) -> dict:
+    """Each record under the tuple of its `fields`."""
+    return {tuple(r[f] for f in fields): r for r in records}
 
 
 def svg(fig) -> bytes:
@@ -44,9 +52,19 @@ def yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def number(value: float | None, fmt: str = ",.1f") -> str:
-    """A table cell of a number, or a dash where there is none."""
-    return "–" if value is None else format(value, fmt)
+def number(value: float | None, fmt: str = ",.1f", scale: float = 1) -> str:
+    """A table cell of a number (times `scale`: 1e3 for ms in µs), or a dash where there is none."""
+    return DASH if value is None else format(value * scale, fmt)
+
+
+def share(flops_per_s: float, of: float) -> str:
+    """A cell of a rate in TFLOP/s and its share of another: "444 (58%)"."""
+    return f"{flops_per_s / 1e12:,.0f} ({flops_per_s / of:.0%})"
+
+
+def ratio(a: float | None, b: float | None, fmt: str = ".2f") -> str:
+    """A table cell of a / b, or a dash where either is missing (or b is 0)."""
+    return DASH if a is None or not b else format(a / b, fmt)
 
 
 def h200_exp_rate() -> float:
@@ -95,6 +113,59 @@ def spots(points: Sequence[tuple], within: float, apart=lambda item: None) -> li
     return groups
 
 
+def sizes_axis(ax, ticks: Sequence[int], label: str = "", base: int = 10) -> None:
+    """A log x axis of sizes with a tick at each of `ticks` only ("2k" for 2,048), a light grid."""
+    ax.set_xscale("log", base=base)
+    ax.set_xticks(ticks, [f"{t // 1024}k" if t >= 1024 else str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel(label)
+    ax.grid(True, alpha=0.3)
+
+
+# The illustrative diagrams' vocabulary: canvas, box, cells, write, arrow, legend_below.
+
+
+def canvas(xlim: tuple, ylim: tuple, figsize: tuple | None = None, ax=None):
+    """A diagram's axes (a new figure of `figsize`'s unless `ax` is given): no axis drawn."""
+    fig, ax = plt.subplots(figsize=figsize) if ax is None else (ax.figure, ax)
+    ax.set(xlim=xlim, ylim=ylim)
+    ax.axis("off")
+    return fig, ax
+
+
+def box(ax, x: float, y: float, width: float, height: float, color="white", **style) -> None:
+    """A rectangle from its lower left corner (x, y), outlined thin black unless `style` says."""
+    style = {"edgecolor": "black", "lw": 0.6} | style
+    ax.add_patch(Rectangle((x, y), width, height, facecolor=color, **style))
+
+
+def cells(ax, x: float, y: float, width: float, height: float, colors, step=None, **style) -> None:
+    """A row of boxes from (x, y), one per colour, `step` apart (their width unless given)."""
+    for i, color in enumerate(colors):
+        box(ax, x + i * (step or width), y, width, height, color, **style)
+
+
+def write(ax, x: float, y: float, text: str, size: float = 8, **style) -> None:
+    """Text centred on (x, y) unless `style` aligns it otherwise."""
+    ax.text(x, y, text, **({"ha": "center", "va": "center", "fontsize": size} | style))
+
+
+def arrow(ax, start: tuple, end: tuple, **style) -> None:
+    style = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8} | style
+    ax.add_patch(FancyArrowPatch(start, end, **style))
+
+
+def legend_below(ax, handles, below: float, **style) -> None:
+    """The legend under the axes (`below` in axes fractions), where it hides nothing."""
+    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -below), "frameon": False}
+    ax.legend(handles=handles, **where, **style)
+
+
+def hide_spines(ax, *sides: str) -> None:
+    for side in sides:
+        ax.spines[side].set_visible(False)
+
+
 def legend_entry(**style) -> Line2D:
     """A legend's entry: a line or marker of `style`, drawn nowhere."""
     return Line2D([], [], **style)
@@ -120,8 +191,7 @@ def measured_roofline(roofs, flat, intensities, draw, *, name: str, **style) -> 
     ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(min(rates) / 4, peak / 1e12 * 2.5))
     ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=style["title"])
     ax.grid(True, which="both", alpha=0.3)
-    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.1), "frameon": False}
-    ax.legend(handles=handles + style["handles"], fontsize=7.5, ncol=style["ncol"], **where)
+    legend_below(ax, handles + style["handles"], 0.1, fontsize=7.5, ncol=style["ncol"])
     fig.tight_layout()
     boxes = rp._place_labels(ax, [(x, y) for x, y, _ in labels], [t for _, _, t in labels])
     check_labels(boxes, name)

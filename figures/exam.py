@@ -1,12 +1,14 @@
 """The exam's tables and figure (Lab 05): the predictions (data/exam-predictions.json) and, once
 it exists, the H200 measurement (data/exam-h200.json)."""
 
+import functools
 import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 from bench.exam import MEASURED, PREDICTIONS
+from figures import core
 from figures.core import legend_entry, markdown_table, measured_roofline, spots
 from minimodel.roofline_plot import POINT_COLOR
 
@@ -16,9 +18,7 @@ VARIANT = {f: i for i, f in enumerate([*VARIANTS, "cross_attention", "mqa_decode
 ERROR_BAR = 0.25  # an error past a quarter is marked, and the page explains it
 
 
-def load() -> dict:
-    """The committed predictions, data/exam-predictions.json."""
-    return json.loads(PREDICTIONS.read_text())
+load = functools.partial(core.load, PREDICTIONS.name)  # the committed predictions
 
 
 def load_measured(predicted: dict, path: Path = MEASURED) -> dict | None:

@@ -5,7 +5,7 @@ import itertools
 import math
 from collections import defaultdict
 
-from figures.core import h200_measured, load, markdown_table, roofline_svg, yes
+from figures.core import DASH, h200_measured, load, markdown_table, roofline_svg, share, yes
 from minimodel.attention_flash import FLASH_CONFIGS, SMEM_BUDGET, smem_bytes
 from minimodel.ceilings import HARDWARE
 from minimodel.roofline import attention_flops as flops_of
@@ -107,9 +107,9 @@ def tile_fit_table() -> str:
             fits = "no" if s > SMEM_PER_BLOCK else fits
             warps = [w for bm_, bn_, w, s_ in tuned if (bm_, bn_, s_) == (bm, bn, stages)]
             autotuner = "pruned" if s > SMEM_BUDGET else ", ".join(f"{w} warps" for w in warps)
-            blocks = blocks_by_smem(s) if s <= SMEM_PER_BLOCK else "-"
+            blocks = blocks_by_smem(s) if s <= SMEM_PER_BLOCK else DASH
             regs = [regs_cell(d, bm, bn, w) for w in (4, 8)]
-            autotuner = autotuner if warps else "-"
+            autotuner = autotuner if warps else DASH
             rows.append([d, bm, bn, stages, f"{s / 1024:.0f}", fits, blocks, *regs, autotuner])
     header = "d | BLOCK_M | BLOCK_N | stages | shared KiB | fits 227 KiB | blocks/SM (shared)"
     return markdown_table(f"{header} | regs/thread, 4 warps | 8 warps | autotuner", rows)
@@ -203,9 +203,8 @@ def exp_roof_rows() -> list[dict]:
 def exp_roof_table() -> str:
     roof, out = h200_measured(), []
     for r in exp_roof_rows():
-        rates = [b["tflops"] for b in r["best"].values()]
-        best = [f"{rate:.0f} ({rate * 1e12 / r['cap']:.0%})" for rate in rates]
-        cap = f"{r['cap'] / 1e12:.0f} ({r['cap'] / roof.peak_flops:.0%})"
+        best = [share(b["tflops"] * 1e12, r["cap"]) for b in r["best"].values()]
+        cap = share(r["cap"], roof.peak_flops)
         cells = [r["d"], 4 * r["d"], f"{r['exp_share']:.0%}", cap, f"{r['overlapped'] / 1e12:.0f}"]
         out.append([*cells, *best])
     header = "d | FLOPs per exp2 | exp2 share of the time | cap, not overlapped (of matmul)"

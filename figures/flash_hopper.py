@@ -3,7 +3,7 @@
 
 import re
 
-from figures.core import load, markdown_table, yes
+from figures.core import DASH, load, markdown_table, yes
 
 ABLATION = {"hopper": "kept kernel", "hopper, no ping-pong": "no ping-pong"}
 ABLATION |= {"hopper, one program per item pair": "not persistent", "hopper, neither": "neither"}
@@ -47,7 +47,7 @@ def ablation_table() -> str:
 def ptxas_short(report: str | None) -> str:
     """'255 regs, 88 B spilled' from ptxas's -v lines; '–' where ptxas did not run."""
     if not report:
-        return "–"
+        return DASH
     regs = re.search(r"Used (\d+) registers", report)
     spill = re.search(r"(\d+) bytes spill stores", report)
     return f"{regs.group(1)} regs, {spill.group(1)} B spilled" if regs and spill else report

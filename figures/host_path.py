@@ -1,7 +1,7 @@
 """Lab 03 part 2's tables of the host path (data/host-path-h200.json) and of one Triton launch's
 host cost (data/launch-costs-h200.json)."""
 
-from figures.core import load, markdown_table
+from figures.core import load, markdown_table, ratio
 from figures.core import number as cell
 
 
@@ -17,10 +17,9 @@ def times(data: dict) -> str:
         ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
         for r in case["records"]:
             host, gpu = r["host_us"], r["gpu_ms"]
-            times = [cell(host), cell(None if gpu is None else gpu * 1e3), cell(r["eager_us"])]
+            times = [cell(host), cell(gpu, scale=1e3), cell(r["eager_us"])]
             times.append(cell(None if host is None else host - ref["host_us"], "+,.1f"))
-            times.append(cell(None if gpu is None else gpu / ref["gpu_ms"], ".2f"))
-            times.append(cell(r["eager_us"] / ref["eager_us"], ".2f"))
+            times += [ratio(gpu, ref["gpu_ms"]), ratio(r["eager_us"], ref["eager_us"])]
             rows.append([shape(case) if r is case["records"][0] else "", f"`{r['impl']}`", *times])
     header = "shape | call | host µs | graph µs | eager µs | host − cuDNN µs | graph ÷ cuDNN"
     return markdown_table(f"{header} | eager ÷ cuDNN", rows)

@@ -3,7 +3,7 @@ data/ceilings-h200.json."""
 
 import matplotlib.pyplot as plt
 
-from figures.core import h200_measured, svg
+from figures.core import h200_measured, hide_spines, svg
 from minimodel.ceilings import HARDWARE
 
 H200 = HARDWARE["H200"]
@@ -48,7 +48,6 @@ def outputs() -> dict[str, str | bytes]:
     ax.set_xlabel("bytes on the whole H200 (log scale); faster and smaller toward the top")
     title = "The H200's memory hierarchy: what each level holds, and who shares it"
     ax.set_title(title, fontsize=10)
-    for side in ("top", "right", "left"):
-        ax.spines[side].set_visible(False)
+    hide_spines(ax, "top", "right", "left")
     fig.tight_layout()
     return {"figures/memory-hierarchy.svg": svg(fig)}

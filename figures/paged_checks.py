@@ -1,10 +1,10 @@
 """Lab 03 part 2's table of what the paged kernels' checks cost (data/paged-checks-h200.json)."""
 
-from figures.core import load, markdown_table
+import functools
 
+from figures.core import load, markdown_table, number
 
-def us(ms: float | None) -> str:
-    return "–" if ms is None else f"{ms * 1e3:,.1f}"
+us = functools.partial(number, scale=1e3)  # ms as µs
 
 
 def outputs() -> dict[str, str | bytes]:

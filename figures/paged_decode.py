@@ -3,11 +3,10 @@
 
 import functools
 
-import matplotlib
 import matplotlib.pyplot as plt
 
-from figures.core import load as load_data
-from figures.core import markdown_table, number, svg
+from figures import core
+from figures.core import markdown_table, number, sizes_axis, svg
 
 DECODE = {  # implementation: its column
     "paged_bs16": "ours, paged (b=16)",
@@ -21,18 +20,13 @@ fmt = functools.partial(number, fmt=",.0f")  # GB/s and TFLOP/s cells
 FIELDS = ("group", "b", "ctx", "hkv", "d", "window", "dtype", "impl")
 
 
-def load() -> dict:
-    return load_data("bench-paged-decode-h200.json")
+load = functools.partial(core.load, "bench-paged-decode-h200.json")
+index = functools.partial(core.index, fields=FIELDS)
 
 
 def copy_rate(data: dict) -> float:
     """The copy rate of the run: the mean of its two measurements (start and end), bytes/s."""
     return sum(data["copy_bytes_per_s"]) / len(data["copy_bytes_per_s"])
-
-
-def index(records: list[dict]) -> dict:
-    """(group, b, ctx, hkv, d, window, dtype, impl) -> record."""
-    return {tuple(r[f] for f in FIELDS): r for r in records}
 
 
 def key(group, b, ctx, impl, hkv=8, d=128, window=None, dtype="float16"):
@@ -135,7 +129,7 @@ def prefill_table(data: dict) -> str:
 
 def sweep_tables() -> tuple[str, str]:
     """The tile sweep's decode (GB/s) and prefill (TFLOP/s) tables, eager timing."""
-    recs = load_data("paged-tile-sweep-h200.json")["records"]
+    recs = core.load("paged-tile-sweep-h200.json")["records"]
     by = {}  # (config, b, ctx, impl) -> the first such record
     for r in recs:
         by.setdefault((tuple(r["config"]), r["b"], r["ctx"], r["impl"]), r)
@@ -167,11 +161,8 @@ def figure(data: dict) -> bytes:
             ax.plot(ctxs, ys, style, label=DECODE[impl], linewidth=width)
         label = f"device copy, same run ({copy:,.0f} GB/s)"
         ax.axhline(copy, color="grey", linestyle="--", linewidth=1, label=label)
-        ax.set(xscale="log", title=f"B = {b}, GQA 32/8, d = 128, fp16", ylim=(0, copy * 1.12))
-        ax.set(xlabel="context length (keys per sequence)")
-        ax.set_xticks(ctxs, [f"{c // 1024}k" if c >= 1024 else str(c) for c in ctxs])
-        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
-        ax.grid(True, alpha=0.3)
+        ax.set(title=f"B = {b}, GQA 32/8, d = 128, fp16", ylim=(0, copy * 1.12))
+        sizes_axis(ax, ctxs, "context length (keys per sequence)")
     axes[0].set_ylabel("K/V bytes read per second (GB/s), CUDA-graph replay")
     axes[0].legend(fontsize=7, loc="upper left")
     fig.tight_layout()

@@ -3,7 +3,7 @@ manager's operations (data/block-manager-ops.json)."""
 
 import matplotlib.pyplot as plt
 
-from figures.core import load, markdown_table, svg
+from figures.core import load, markdown_table, sizes_axis, svg
 
 # The PagedAttention paper (arXiv:2309.06180), Fig. 2: the share of KV memory holding token states.
 PAPER_EXISTING = (0.204, 0.382)
@@ -87,10 +87,7 @@ def figure(data: dict) -> bytes:
     span = [100 * x for x in PAPER_EXISTING]
     ax_use.axhspan(*span, color="0.85", zorder=0, label="paper: existing systems (of budget)")
     for ax in (ax_use, ax_run):
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(data["block_sizes"], [str(b) for b in data["block_sizes"]])
-        ax.set_xlabel("block size b (token slots)")
-        ax.grid(True, alpha=0.3)
+        sizes_axis(ax, data["block_sizes"], "block size b (token slots)", base=2)
     ax_use.set(ylim=(0, 100), ylabel="token states / reserved KV memory (%)")
     ax_run.set(ylim=(0, None), ylabel="requests running at once (mean, server full)")
     handles, labels = ax_use.get_legend_handles_labels()

@@ -4,7 +4,7 @@ order of events in made-up units, not a measurement."""
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from figures.core import svg
+from figures.core import hide_spines, legend_below, svg, write
 
 GEMM, SOFTMAX, RESCALE = 1.0, 1.6, 0.3
 TILES = 4  # key tiles per work item
@@ -76,8 +76,7 @@ def outputs() -> dict[str, str | bytes]:
         ax.barh(y[row], e - s, left=s, height=0.6, color=COLORS[kind], edgecolor="white", lw=0.8)
         if label:
             ink = "white" if kind != "softmax" else "black"
-            text = label.replace(" (", "\n(")
-            ax.text((s + e) / 2, y[row], text, ha="center", va="center", fontsize=6.5, color=ink)
+            write(ax, (s + e) / 2, y[row], label.replace(" (", "\n("), 6.5, color=ink)
     names = ["consumer WG0", "consumer WG1", "tensor cores"]
     ax.set_yticks([y[r] for r in rows], names, fontsize=8)
     end = max(e for *_, e, _ in events)
@@ -90,9 +89,7 @@ def outputs() -> dict[str, str | bytes]:
     keys["rescale"] = "wait for P~V, rescale acc"
     handles = [Patch(facecolor=COLORS[k], label=lab) for k, lab in keys.items()]
     handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
-    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.3), "frameon": False}
-    ax.legend(handles=handles, fontsize=7, ncol=5, **where)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
+    legend_below(ax, handles, 0.3, fontsize=7, ncol=5)
+    hide_spines(ax, "top", "right")
     fig.tight_layout()
     return {"figures/hopper-pingpong-schedule.svg": svg(fig)}

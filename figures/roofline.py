@@ -3,7 +3,7 @@ minimodel.roofline and minimodel.ceilings, with the H200's measured roofs."""
 
 import itertools
 
-from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg
+from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg, share
 from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, exp_roof
 from minimodel.roofline import (
     attention_flops,
@@ -55,10 +55,9 @@ def exp_roof_table() -> str:
     roofs = [(name, c, "datasheet") for name, c in HARDWARE.items()]
     rows = []
     for name, c, kind in [*roofs, ("H200", h200_measured(), "measured matmul")]:
-        caps = [exp_roof(d, c.peak_flops, c.exp_rate) for d in (64, 128)]
         rates = [f"{c.peak_flops / 1e12:,.0f}", f"{c.exp_rate / 1e12:.2f}"]
         rates.append(f"{c.peak_flops / c.exp_rate:,.0f}")
-        caps = [f"{x / 1e12:,.0f} ({x / c.peak_flops:.0%})" for x in caps]
+        caps = [share(exp_roof(d, c.peak_flops, c.exp_rate), c.peak_flops) for d in (64, 128)]
         rows.append([name, kind, *rates, *caps])
     header = "GPU | π from | π (TFLOP/s) | exp2/s (T) | balance: FLOPs per exp2"
     return markdown_table(f"{header} | cap, d = 64 (of π) | cap, d = 128 (of π)", rows)

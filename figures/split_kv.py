@@ -4,9 +4,8 @@ context, their float64 partials and the merge (asserted equal to the unsplit sof
 import matplotlib.pyplot as plt
 import torch
 import triton
-from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from figures.core import svg
+from figures.core import arrow, box, canvas, cells, svg, write
 from minimodel.ceilings import HARDWARE
 from minimodel.kernels import INTERPRET
 from minimodel.paged_attention import choose_num_splits, decode_config
@@ -15,8 +14,6 @@ BATCH, HQ, HKV, D, ELEM_BYTES, CONTEXT = 1, 32, 8, 128, 2, 1000
 GPU = "H200"
 SHOWN_DIMS = 24  # components of O_u drawn
 COLORS = ["#5b8e7d", "#f4a259", "#8e6c8a", "#4f7cac", "#bc4b51", "#9a8c3a"]
-CENTERED = {"ha": "center", "va": "center"}
-ARROW = {"arrowstyle": "-|>", "mutation_scale": 8, "lw": 0.8}
 
 
 def splits() -> tuple[int, int, int, list[tuple[int, int]]]:
@@ -51,45 +48,39 @@ def partials(ranges: list[tuple[int, int]]) -> dict:
 def outputs() -> dict[str, str | bytes]:
     block_n, n, split_len, ranges = splits()
     p = partials(ranges)
-    fig, ax = plt.subplots(figsize=(9.6, 4.6))
-    ax.set(xlim=(-60, CONTEXT + 20), ylim=(-0.5, 6.3))
-    ax.axis("off")
+    fig, ax = canvas((-60, CONTEXT + 20), (-0.5, 6.3), (9.6, 4.6))
     lim = max(float(abs(o[:SHOWN_DIMS]).max()) for o, _ in p["parts"])
     cmap = plt.get_cmap("RdBu_r")
 
     def strip(x0: float, width: float, y: float, o: torch.Tensor) -> None:
-        cell = width / SHOWN_DIMS
-        for j in range(SHOWN_DIMS):
-            colour = cmap(0.5 + 0.5 * float(o[j]) / lim)
-            ax.add_patch(Rectangle((x0 + j * cell, y), cell, 0.35, lw=0, facecolor=colour))
-        ax.add_patch(Rectangle((x0, y), width, 0.35, fill=False, lw=0.6))
+        colors = [cmap(0.5 + 0.5 * float(o[j]) / lim) for j in range(SHOWN_DIMS)]
+        cells(ax, x0, y, width / SHOWN_DIMS, 0.35, colors, lw=0)
+        box(ax, x0, y, width, 0.35, fill=False)
 
+    left = {"ha": "left", "size": 7.5}
     # The context, its tiles and its splits.
-    ax.text(-55, 5.55, "context\n(keys)", ha="left", va="center", fontsize=8)
+    write(ax, -55, 5.55, "context\n(keys)", ha="left")
     for u, (a, b) in enumerate(ranges):
-        colour = COLORS[u % len(COLORS)]
-        ax.add_patch(Rectangle((a, 5.3), b - a, 0.5, facecolor=colour, edgecolor="black", lw=0.6))
-        keys = f"split {u}: keys {a}-{b - 1}"
-        ax.text((a + b) / 2, 5.55, keys, **CENTERED, fontsize=7.5, color="white")
+        box(ax, a, 5.3, b - a, 0.5, COLORS[u % len(COLORS)])
+        write(ax, (a + b) / 2, 5.55, f"split {u}: keys {a}-{b - 1}", 7.5, color="white")
         for t in range(a + block_n, b, block_n):
             ax.plot([t, t], [5.3, 5.42], color="white", lw=0.8)
-        ax.text((a + b) / 2, 6.0, f"program (b, h_kv, {u})", ha="center", fontsize=7)
+        write(ax, (a + b) / 2, 6.0, f"program (b, h_kv, {u})", 7, va="baseline")
     # Each split's partial.
     for u, ((a, b), (o_u, lse_u)) in enumerate(zip(ranges, p["parts"], strict=True)):
         x0, width, mid = a + 10, min(split_len, b - a) - 20, (a + b) / 2
-        ax.add_patch(FancyArrowPatch((mid, 5.3), (mid, 4.2), **ARROW))
+        arrow(ax, (mid, 5.3), (mid, 4.2))
         strip(x0, width, 3.75, o_u)
-        ax.text(x0, 3.55, f"O_{u}   lse_{u} = {lse_u:.3f}", ha="left", va="top", fontsize=8)
+        write(ax, x0, 3.55, f"O_{u}   lse_{u} = {lse_u:.3f}", ha="left", va="top")
         weight = f"weight e^(lse_{u} - lse) = {p['weights'][u]:.3f}"
-        ax.text(x0, 3.15, weight, ha="left", va="top", fontsize=7.5)
-        ax.add_patch(FancyArrowPatch((mid, 2.6), (CONTEXT / 2, 1.55), **ARROW, color="#555555"))
-    ax.text(-55, 3.92, "partials\n(float32\nworkspace)", ha="left", va="center", fontsize=7.5)
+        write(ax, x0, 3.15, weight, **left, va="top")
+        arrow(ax, (mid, 2.6), (CONTEXT / 2, 1.55), color="#555555")
+    write(ax, -55, 3.92, "partials\n(float32\nworkspace)", **left)
     strip(CONTEXT / 2 - 150, 300, 1.1, p["o"])
     merged = f"merged: O = sum_u e^(lse_u - lse) O_u,   lse = log sum_u e^(lse_u) = {p['lse']:.3f}"
-    ax.text(CONTEXT / 2, 0.85, merged, ha="center", va="top", fontsize=8)
-    exact = "equal to the unsplit softmax to 1e-12 (float64)"
-    ax.text(CONTEXT / 2, 0.35, exact, ha="center", va="top", fontsize=7.5)
-    ax.text(-55, 1.28, "_merge_splits", ha="left", va="center", fontsize=7.5, family="monospace")
+    write(ax, CONTEXT / 2, 0.85, merged, va="top")
+    write(ax, CONTEXT / 2, 0.35, "equal to the unsplit softmax to 1e-12 (float64)", 7.5, va="top")
+    write(ax, -55, 1.28, "_merge_splits", **left, family="monospace")
     title = f"B = {BATCH}, H_q = {HQ}, H_kv = {HKV}, d = {D}, fp16, {CONTEXT} keys on the {GPU} "
     title += f"({HARDWARE[GPU].sm_count} SMs): choose_num_splits = {n}, BLOCK_N = {block_n}, "
     ax.set_title(title + f"split length {split_len}", fontsize=9)

@@ -2,9 +2,9 @@
 key tiles; `tile_bounds` is `_attn_fwd`'s key-range formulas in plain Python."""
 
 import matplotlib.pyplot as plt
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Patch
 
-from figures.core import markdown_table, svg
+from figures.core import box, legend_below, markdown_table, svg
 
 # The worked example: a ragged shape, bottom-right aligned (N_k >= N_q), tiles of the kernel's
 # d = 64 class, a window wider than a key tile and not a multiple of it.
@@ -62,7 +62,7 @@ def figure(causal: bool, window: int | None) -> bytes:
     for i0, _, runs in tile_grid(NQ, NK, BLOCK_M, BLOCK_N, causal, window):
         for n0, run in zip(range(0, NK, BLOCK_N), runs, strict=True):
             size = min(BLOCK_N, NK - n0), min(BLOCK_M, NQ - i0)
-            ax.add_patch(Rectangle((n0, i0), *size, facecolor=COLORS[run], ec="white", lw=1.5))
+            box(ax, n0, i0, *size, COLORS[run], edgecolor="white", lw=1.5)
     # The visible pairs: key j is visible to query i iff i + shift - W < j <= i + shift.
     shift = NK - NQ
     rows = [0, NQ]
@@ -81,8 +81,7 @@ def figure(causal: bool, window: int | None) -> bytes:
     ax.set_title(title, fontsize=10)
     handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS if window or r != "edge"]
     handles.append(Patch(facecolor="black", alpha=0.16, label="visible pairs (reference mask)"))
-    where = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.14), "ncol": 2, "frameon": False}
-    ax.legend(handles=handles, fontsize=7.5, **where)
+    legend_below(ax, handles, 0.14, fontsize=7.5, ncol=2)
     fig.tight_layout()
     return svg(fig)
 
