@@ -448,8 +448,10 @@ def test_gpu_decode_past_2_31_elements():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fold", [True, False])  # the merge folded in or launched apart
 @pytest.mark.parametrize("entry", ["num_blocks", -1, 2**31 - 1, -(2**31)])
-def test_gpu_bad_entries_and_lengths_leave_the_context_usable(entry):
+def test_gpu_bad_entries_and_lengths_leave_the_context_usable(monkeypatch, entry, fold):
+    monkeypatch.setattr(pa, "FOLD_MERGE", fold)  # 19 splits on an H200: the fold takes part
     lens = [3000, 5000]
     cache = make_cache(lens, 8, 128, 16, dtype=torch.float16, device="cuda", extra_columns=0)
     k, v, k_pool, v_pool, table, lens_t = cache

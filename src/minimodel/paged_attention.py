@@ -133,13 +133,17 @@ def _paged_decode_fwd(
         j = start_n + offs_n  # key positions of this tile
         visible = (j >= lo) & (j < end)
         if PAGED:
-            # 0 <= start_n and j < end <= ctx <= capacity: every entry read is in this row.
+            # Every entry read is of a block holding a key j with 0 <= j < end <= ctx <= capacity:
+            # it lies in this row.
             table = table_ptr + b64 * stride_tb  # this sequence's row
             if BLOCK_SIZE >= BLOCK_N:  # the tile lies in one block: one table entry
                 phys = tl.load(table + (start_n // BLOCK_SIZE) * stride_tc).to(tl.int64)
-            else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per key
-                phys = tl.load(table + (j // BLOCK_SIZE) * stride_tc, mask=visible,
-                               other=0).to(tl.int64)
+            else:  # the tile spans BLOCK_N / BLOCK_SIZE blocks: one entry per block, each
+                # given to its BLOCK_SIZE keys (not one load per key: fewer, wider loads).
+                blk = start_n // BLOCK_SIZE + tl.arange(0, BLOCK_N // BLOCK_SIZE)
+                entry = tl.load(table + blk * stride_tc, mask=blk * BLOCK_SIZE < end, other=0)
+                per_key = tl.broadcast_to(entry[:, None], [BLOCK_N // BLOCK_SIZE, BLOCK_SIZE])
+                phys = tl.reshape(per_key, [BLOCK_N]).to(tl.int64)
             # An entry outside [0, num_blocks) is never followed: its keys are not loaded, they
             # count as no key, and the sequence is flagged.
             in_pool = (phys >= 0) & (phys < num_blocks)
@@ -186,10 +190,11 @@ def _paged_decode_fwd(
               + cols64[None, :] * stride_od)
     tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=row_mask)
     tl.store(lse_ptr + b64 * stride_lb + heads * stride_lh + split64 * stride_ls, lse, mask=g_ok)
-    if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here
-        code = tl.where(tl.max(bad_keys, 0) > 0, _BAD_ENTRY, 0)
-        code |= tl.where(bad_len, _BAD_LENGTH, 0)
-        tl.atomic_or(err_ptr + b64 * stride_err, code, mask=code != 0)
+    if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here, one atomic per bit
+        # (one atomic of the OR-ed bits lost a bit on the H200 when the fold followed: see
+        # "Merging the splits")
+        tl.atomic_or(err_ptr + b64 * stride_err, _BAD_ENTRY, mask=tl.max(bad_keys, 0) > 0)
+        tl.atomic_or(err_ptr + b64 * stride_err, _BAD_LENGTH, mask=bad_len)
     if FOLD:  # the last of this (sequence, kv head, chunk)'s splits to finish merges its rows
         # Ordering, in the PTX memory model's terms (PTX ISA, "Memory Consistency Model":
         # 8.8 Release and Acquire Patterns, 8.9.4 Memory synchronization). The partials above
@@ -511,11 +516,12 @@ def _paged_prefill_fwd(
             stride_ot, stride_oh, stride_od, stride_lt, stride_lh,
             ks_head, vs_head, stride_ksblk, stride_ksslot, stride_vsblk, stride_vsslot,
             D, HEAD_DIM, BLOCK_M, BLOCK_N, BLOCK_SIZE, CAUSAL, WINDOWED, DOT_PRECISION, FP8)
-    if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here
-        code = tl.where(n_bad > 0, _BAD_ENTRY, 0)
-        code |= tl.where(bad_len & (start_m == 0), _BAD_LENGTH, 0)
-        code |= tl.where(bad_rows & (start_m == 0), _BAD_QUERY_START, 0)
-        tl.atomic_or(err_ptr + b64 * stride_err, code, mask=code != 0)
+    if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here, one atomic per bit
+        # (as the decode kernel's)
+        err = err_ptr + b64 * stride_err
+        tl.atomic_or(err, _BAD_ENTRY, mask=n_bad > 0)
+        tl.atomic_or(err, _BAD_LENGTH, mask=bad_len & (start_m == 0))
+        tl.atomic_or(err, _BAD_QUERY_START, mask=bad_rows & (start_m == 0))
 # ~/~ end
 
 
@@ -981,12 +987,10 @@ def decode_contiguous(
 # The split decode's merge: folded into the decode kernel (its last program per (sequence, kv
 # head, chunk) merges, one launch per call) or a second kernel, _merge_splits (two launches).
 # Both run the same _merge_row. Measured (data/fold-merge-h200.json, B = 1, GQA 32/8): the fold
-# saves the host a launch but costs GPU time. None would fold when the host's time is spent at
-# every call (eager) and not in a CUDA graph capture, whose replays cost no host time per
-# launch; the default stays False until a GPU test that failed with the fold on by default (an
-# error flag lost on an over-long context, see Lab 03 part 2) is explained. True or False forces
-# one path (benchmarks, tests).
-FOLD_MERGE: bool | None = False
+# saves the host a launch but costs GPU time. None folds when the host's time is spent at every
+# call (eager) and not in a CUDA graph capture, whose replays cost no host time per launch.
+# True or False forces one path (benchmarks, tests).
+FOLD_MERGE: bool | None = None
 MERGE_BLOCK_S = 16  # splits per step of the merge's loops
 
 
