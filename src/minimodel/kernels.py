@@ -106,7 +106,8 @@ def _classes(backend, args: tuple) -> list:
     """Each argument's class for launch's key: equal classes mean equal specialisations by
     Triton 3.6's native_specialize_impl (the key may be finer than Triton's, never coarser)."""
     return [
-        # an int in the i32 range: 1 (a constexpr to Triton), a multiple of 16, or neither
+        # an int in the i32 range: 1 (a constexpr to Triton), a multiple of 16, or neither (a
+        # negative int's & is two's complement, as in Triton's C++)
         ("1" if a == 1 else "D" if a & 15 == 0 else "")
         if (kind := type(a)) is int and -0x80000000 <= a <= 0x7FFFFFFF else
         # a tensor: its dtype (Triton's pointer type is a function of it) and alignment
