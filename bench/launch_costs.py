@@ -2,15 +2,18 @@
 decode's merge kernel launched four ways (through Triton's JIT; its compiled launcher called
 directly with the tensors, and with their addresses as ints; through minimodel.kernels.launch),
 and one torch.empty, each timed by minimodel.timing.host_time_us; each launch but the JIT's is
-checked against the JIT's output first.
+checked against the JIT's output first. Apart, launch's key for the same arguments built (and
+hashed) two ways: with Triton's native_specialize_impl once per argument (launch's key up to
+commit 8890d1f) and with minimodel.kernels._classes (its key since).
 
     MINIMODEL_COMMIT=<hash> python -m bench.launch_costs --out data/launch-costs-h200.json
 """
 
 import torch
+from triton._C.libtriton import native_specialize_impl
 
 from bench.core import arguments, environment, error, save
-from minimodel.kernels import launch
+from minimodel.kernels import _backend, _classes, launch
 from minimodel.paged_attention import _merge_splits
 from minimodel.timing import host_time_us
 
@@ -48,10 +51,21 @@ def main() -> None:
         ),
         "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda"),
     }
+    # launch's key alone for the same arguments (no launch), built and hashed as a lookup does
+    backend, meta = _backend(torch.cuda.current_device()), {"D": d, "HEAD_DIM": d, "BLOCK_S": 16}
+
+    def key_per_argument():  # launch's key up to commit 8890d1f
+        spec = [native_specialize_impl(backend, a, False, True, True) for a in (*tensors, *ints)]
+        return hash((*meta.items(), *spec))
+
+    def key_classes():  # its key since
+        return hash((*meta.items(), *_classes(backend, (*tensors, *ints))))
+
+    keys = {"key_per_argument": key_per_argument, "key_classes": key_classes}
     host_us, errors = {}, {}
-    for name, fn in calls.items():
+    for name, fn in (calls | keys).items():
         try:
-            if name != "jit" and name != "torch_empty":
+            if name in calls and name != "jit" and name != "torch_empty":
                 o.zero_(), lse.zero_()
                 fn(), fn()  # launch's first call under a key is the JIT's; its second is not
                 torch.cuda.synchronize()

@@ -85,6 +85,66 @@ def test_launch_caches_by_specialisation(monkeypatch):
         kernels.launch(kernel, (1, 1, 1, 2), x, 17, BLOCK=4)
 
 
+def test_launch_key_is_never_coarser_than_tritons():
+    """Two arguments of one class are two arguments Triton 3.6 specialises alike, under every
+    flag the JIT passes (is_const, do_not_specialize, do_not_specialize_on_alignment)."""
+    from itertools import product
+
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    ints = [0, 1, 2, 15, 16, 17, 32, -1, -15, -16, -17, 2**31 - 16, 2**31 - 1, 2**31, 2**31 + 16,
+            -2**31, -2**31 - 1, -2**31 - 16, 2**63 - 16, 2**63 - 1, 2**63, 2**63 + 16, 2**64 - 1]
+    tensors = [t for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.int32,
+                               torch.int64, torch.uint8, torch.float8_e4m3fn)
+               for x in [torch.zeros(64, dtype=dtype)] for t in (x, x[1:], x[16:], x[:0])]
+    tensors.append(torch.nn.Parameter(torch.zeros(8), requires_grad=False))  # a subclass
+    values = ints + tensors + [None, 0.0, 1.0, -2.5, float("nan"), float("inf"), True, False]
+    classes = kernels._classes(BaseBackend, values)
+    for flags in product((False, True), repeat=3):
+        triton_ = [native_specialize_impl(BaseBackend, v, *flags) for v in values]
+        pairs = product(zip(classes, triton_, values, strict=True), repeat=2)
+        for (c, t, v), (c2, t2, v2) in pairs:
+            assert c != c2 or t == t2, (v, v2, flags, c, t, t2)
+    # and for the kinds it answers itself, with the flags of a plain parameter, no finer either
+    plain = [native_specialize_impl(BaseBackend, v, False, True, True) for v in values]
+    own = [not isinstance(c, tuple) or isinstance(c[0], torch.dtype) for c in classes]
+    for (c, t, o), (c2, t2, o2) in product(zip(classes, plain, own, strict=True), repeat=2):
+        assert not (o and o2) or (c == c2) == (t == t2), (c, c2, t, t2)
+
+
+def test_launch_key_does_not_grow_with_a_length(monkeypatch):
+    """A do_not_specialize int (a decode step's context length) takes three classes while it
+    fits in an i32: 1,000 lengths, three entries."""
+    from types import SimpleNamespace
+
+    from triton.backends.compiler import BaseBackend
+
+    class Compiled:
+        function = packed_metadata = None
+
+        def run(self, *args):
+            pass
+
+    class Kernel:  # x, n_k (do_not_specialize), then BLOCK: tl.constexpr
+        params = [SimpleNamespace(name="x", is_constexpr=False, do_not_specialize=False),
+                  SimpleNamespace(name="n_k", is_constexpr=False, do_not_specialize=True),
+                  SimpleNamespace(name="BLOCK", is_constexpr=True, do_not_specialize=False)]
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: Compiled()
+
+    gpu = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
+    monkeypatch.setattr(kernels, "_DIRECT", True)
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_backend", lambda device: BaseBackend)
+    monkeypatch.setattr(kernels, "driver", SimpleNamespace(active=gpu))
+    kernel, x = Kernel(), torch.zeros(64)
+    for n_k in range(1000):
+        kernels.launch(kernel, (1,), x, n_k, BLOCK=64)
+    assert len(kernels._COMPILED) == 3  # n_k = 1, a multiple of 16, any other
+
+
 @pytest.mark.gpu
 def test_launch_leaves_a_profilers_hook_to_the_jit():
     x, seen = torch.ones(16, device="cuda"), []

@@ -102,6 +102,24 @@ def _hooked() -> bool:
                for hook in (knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook))
 
 
+def _classes(backend, args: tuple) -> list:
+    """Each argument's class for launch's key: equal classes mean equal specialisations by
+    Triton 3.6's native_specialize_impl (the key may be finer than Triton's, never coarser)."""
+    return [
+        # an int in the i32 range: 1 (a constexpr to Triton), a multiple of 16, or neither (a
+        # negative int's & is two's complement, as in Triton's C++)
+        ("1" if a == 1 else "D" if a & 15 == 0 else "")
+        if (kind := type(a)) is int and -0x80000000 <= a <= 0x7FFFFFFF else
+        # a tensor: its dtype (Triton's pointer type is a function of it) and alignment
+        (a.dtype, a.data_ptr() & 15 == 0) if kind is torch.Tensor else
+        # None (a constexpr to Triton) and a float (fp32): one class each
+        kind if a is None or kind is float else
+        # a bool, a wider int, a subclass of Tensor, a descriptor...: Triton's own answer, a
+        # tuple, which none of the classes above equals
+        _specialize(backend, a, False, True, True)
+        for a in args]
+
+
 def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     """kernel[grid](*args, **meta), launched through the compiled kernel's launcher once the key
     (kernel, device, meta, the specialisation of each of args) has been seen: see the GPU
@@ -117,8 +135,7 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     backend = _backend(device)
     # id(kernel), not the kernel: a JITFunction hashes its source's hash at every call. The
     # entry holds the kernel itself, so that no other object can take its id while it is there.
-    key = (id(kernel), device, *meta.items(),
-           *[_specialize(backend, a, False, True, True) for a in args])
+    key = (id(kernel), device, *meta.items(), *_classes(backend, args))
     hit = _COMPILED.get(key)
     if hit is None:
         params = kernel.params
