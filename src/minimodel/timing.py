@@ -4,33 +4,20 @@
 Tangled from docs/gpu-primer.md (Timing a call).
 """
 
+import statistics
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
 from minimodel.checks import check_int
 
-__all__ = ["Timing", "eager_time_us", "gpu_time_ms", "host_time_us", "time_call"]
+__all__ = ["eager_time_us", "gpu_time_ms", "host_time_us"]
 
 # ~/~ begin <<docs/gpu-primer.md#timing-timing>>[init]
-@dataclass(frozen=True)
-class Timing:
-    """What one call costs: `gpu_ms`, the median GPU time of a call replayed in a CUDA graph;
-    `host_us`, the CPU wall time per call, measured while the GPU cannot run anything;
-    `eager_us`, the time per call of a plain Python loop of calls."""
-
-    gpu_ms: float
-    host_us: float
-    eager_us: float
-
-
-def _need_cuda(what: str) -> None:
+def _check(what: str, fn: object) -> None:
     if not torch.cuda.is_available():
         raise RuntimeError(f"{what} times CUDA work and needs a CUDA GPU; none is available")
-
-
-def _check_callable(fn: object) -> None:
     if not callable(fn):
         raise TypeError(f"fn must be a callable taking no arguments, got {type(fn).__name__}")
 # ~/~ end
@@ -42,8 +29,7 @@ def gpu_time_ms(fn: Callable[[], object], rep_ms: int = 100) -> float:
     fn must be capturable: no host synchronisation, no new allocations that outlive it."""
     import triton.testing
 
-    _need_cuda("gpu_time_ms")
-    _check_callable(fn)
+    _check("gpu_time_ms", fn)
     check_int("rep_ms", rep_ms, 1)
     return float(triton.testing.do_bench_cudagraph(fn, rep=rep_ms, return_mode="median"))
 # ~/~ end
@@ -54,11 +40,7 @@ def host_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5,
     """CPU wall time of one fn() call in microseconds, the GPU held busy by a sleeping kernel
     so that no call waits for the GPU; the dispatch of a custom op counts. The median of
     `rounds` rounds of `calls` calls each."""
-    import statistics
-    import time
-
-    _need_cuda("host_time_us")
-    _check_callable(fn)
+    _check("host_time_us", fn)
     for name, value in (("calls", calls), ("rounds", rounds), ("tries", tries)):
         check_int(name, value, 1)
     fn()  # compile, allocate and cache before timing
@@ -95,11 +77,7 @@ def eager_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -
     """What a Python loop of fn() calls sees, in microseconds per call: the wall time of `calls`
     calls back to back and one synchronisation, the median of `rounds` rounds. It is the larger
     of the host time and the GPU time, plus whatever of each the other does not hide."""
-    import statistics
-    import time
-
-    _need_cuda("eager_time_us")
-    _check_callable(fn)
+    _check("eager_time_us", fn)
     fn()
     torch.cuda.synchronize()
     times = []
@@ -110,11 +88,5 @@ def eager_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -
         torch.cuda.synchronize()
         times.append((time.perf_counter() - start) / calls * 1e6)
     return statistics.median(times)
-# ~/~ end
-
-# ~/~ begin <<docs/gpu-primer.md#timing-both>>[init]
-def time_call(fn: Callable[[], object]) -> Timing:
-    """The costs of fn(): GPU time under graph replay, host time and eager time per call."""
-    return Timing(gpu_ms=gpu_time_ms(fn), host_us=host_time_us(fn), eager_us=eager_time_us(fn))
 # ~/~ end
 # ~/~ end
