@@ -67,8 +67,7 @@ def main() -> None:
                 continue
             try:
                 with torch.no_grad():
-                    fn = measure_bytes.build(case)
-                    params = measure_bytes.probe(case, fn)
+                    fn, params = measure_bytes.prepared(case)
                     torch.cuda.synchronize()
                     times = time_case(fn)
             except Exception as e:  # recorded: the data file says which case failed, and why
