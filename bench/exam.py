@@ -9,7 +9,6 @@ before it is measured; the page says how each is run, checked and timed.
                                                                # runs the kernels interpreted)
 """
 
-import argparse
 import dataclasses
 import inspect
 import itertools
@@ -366,16 +365,11 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
     predict, measured = (f.relative_to(ROOT) for f in (PREDICTIONS, MEASURED))
-    parser.add_argument("--predict", action="store_true", help=f"write {predict}")
-    parser.add_argument("--measure", action="store_true", help=f"run the cases ({measured})")
-    parser.add_argument("--smoke", action="store_true", help="with --measure: tiny shapes")
+    flags = {"predict": f"write {predict}", "measure": f"run the cases ({measured})"}
+    parser = core.arguments(__doc__, required=False, **flags, smoke="with --measure: tiny shapes")
     parser.add_argument("--only", help="with --measure: one variant, by its function's name")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--out", type=Path, help="write here instead")
     args = parser.parse_args(argv)
     if args.predict == args.measure:
         parser.error("say --predict or --measure")
