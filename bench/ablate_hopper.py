@@ -9,7 +9,7 @@ each variant checked against the default's output first.
 import torch
 import torch.nn.functional as F
 
-from bench.core import DATA, arguments, environment, save, sdpa, time_ms
+from bench.core import DATA, arguments, environment, rates, save, sdpa, time_ms
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.roofline import attention_flops
@@ -40,8 +40,7 @@ def measure(n: int, causal: bool, d: int = 128, h: int = 16) -> dict:
             diff = (fn().float() - first.float()).abs().max().item()
         if name in VARIANTS and diff != 0.0:
             raise SystemExit(f"{name} differs from the default by {diff} at N={n}")
-        ms = time_ms(fn, name, graph=True)
-        row[name] = {"ms": ms, "tflops": flops / ms / 1e9}
+        row[name] = rates({"ms": time_ms(fn, name, graph=True)}, flops=flops)
     print(n, causal, {name: round(row[name]["tflops"]) for name in fns}, flush=True)
     return row
 
@@ -57,13 +56,8 @@ def main() -> None:
         "GPU time under CUDA-graph replay (minimodel.timing.gpu_time_ms, the median), ms; "
         "TFLOP/s from minimodel.roofline.attention_flops (visible pairs)"
     )
-    record = {
-        "environment": environment(),
-        "timing": timing,
-        "variants": VARIANTS,
-        "records": records,
-    }
-    save(args.out, record)
+    record = {"environment": environment(), "timing": timing, "variants": VARIANTS}
+    save(args.out, record | {"records": records})
 
 
 if __name__ == "__main__":

@@ -34,21 +34,12 @@ def kernel(flagged: bool):
     )
     if LOOP not in inner:
         raise SystemExit(f"the loop line {LOOP!r} is not in _attn_fwd_inner: update this probe")
-    source = (
-        "import triton\nimport triton.language as tl\n\n"
-        + (inner.replace(LOOP, FLAGGED) if flagged else inner)
-        + "\n\n"
-        + outer
-    )
+    inner = inner.replace(LOOP, FLAGGED) if flagged else inner
+    source = f"import triton\nimport triton.language as tl\n\n{inner}\n\n{outer}"
     path = Path(tempfile.mkdtemp()) / f"probe_{int(flagged)}.py"  # jit needs a source file
     path.write_text(source)
-    namespace = {
-        "triton": triton,
-        "tl": tl,
-        "LN2": kernels.LN2,
-        "key_range": kernels.key_range,
-        "__name__": f"probe_autows_{int(flagged)}",
-    }
+    namespace = {"triton": triton, "tl": tl, "LN2": kernels.LN2, "key_range": kernels.key_range}
+    namespace["__name__"] = f"probe_autows_{int(flagged)}"
     exec(compile(source, str(path), "exec"), namespace)  # noqa: S102 - our own kernel's source
     return namespace["_attn_fwd"]
 
@@ -76,13 +67,8 @@ def probe(flagged: bool, capability: int, block_m: int, block_n: int, warps: int
     record = {"warp_specialize_flag": flagged, "target": f"sm_{capability}", **tiles}
     record |= {"num_warps": warps, "num_stages": stages, "head_dim": 128, "dtype": "float16"}
     fn = kernel(flagged)
-    constexprs = {
-        **tiles,
-        "HEAD_DIM": 128,
-        "CAUSAL": False,
-        "WINDOWED": False,
-        "DOT_PRECISION": "tf32",
-    }
+    masks = {"CAUSAL": False, "WINDOWED": False, "DOT_PRECISION": "tf32"}
+    constexprs = {**tiles, "HEAD_DIM": 128, **masks}
     source = ASTSource(fn=fn, signature=signature(fn, block_m, block_n, 128), constexprs=constexprs)
     options = {"num_warps": warps, "num_stages": stages}
     try:

@@ -140,17 +140,19 @@ def build(case: Case, scale_down: bool = False):
     raise ValueError(f"no implementation {case.impl!r} for phase {case.phase!r}")
 
 
-def probe(case: Case, fn) -> dict:
-    """Run fn once and report the parameters the byte model needs: the tile configuration of our
-    Flash kernel (its autotuner's choice), or the decode kernel's grid and tile."""
+def prepared(case: Case) -> tuple:
+    """(fn, params): the case's call (build), run once, and the parameters the byte model needs:
+    the tile configuration of our Flash kernel (its autotuner's choice), or the decode kernel's
+    grid and tile. bench.bytes profiles the call and bench.overlay times it."""
+    fn = build(case)
     if case.impl == "flash":
         fn()
         c = _attn_fwd_tuned.best_config
         tiles = {"block_m": c.kwargs["BLOCK_M"], "block_n": c.kwargs["BLOCK_N"]}
-        return tiles | {"num_warps": c.num_warps, "num_stages": c.num_stages}
+        return fn, tiles | {"num_warps": c.num_warps, "num_stages": c.num_stages}
     if case.impl not in ("decode", "paged"):
         fn()
-        return {}
+        return fn, {}
     kernel, seen = paged_attention._paged_decode_fwd, []
     run = kernel.run
 
@@ -165,7 +167,7 @@ def probe(case: Case, fn) -> dict:
         del kernel.run
     ((splits, block_n, block_size, is_paged),) = seen
     params = {"num_splits": splits, "block_n": block_n}
-    return params | {"block_size": block_size} if is_paged else params
+    return fn, (params | {"block_size": block_size} if is_paged else params)
 
 
 def pinned(params: dict | None):
@@ -195,8 +197,7 @@ def child(sidecar: Path, pins_path: str, ids: str = "-") -> None:
     for case in [c for c in CASES if ids == "-" or c.id in ids.split(",")]:
         try:
             with pinned(pins.get(case.id) if case.impl == "flash" else None), torch.no_grad():
-                fn = build(case)
-                info = probe(case, fn)
+                fn, info = prepared(case)
                 fn()
                 torch.cuda.synchronize()
                 torch.cuda.profiler.start()

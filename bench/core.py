@@ -74,13 +74,15 @@ def environment(**extra: object) -> dict:
     }
 
 
-def arguments(doc: str, out: Path | None = None, **flags: str) -> argparse.ArgumentParser:
+def arguments(
+    doc: str, out: Path | None = None, *, required: bool = True, **flags: str
+) -> argparse.ArgumentParser:
     """A benchmark's command line: its docstring as help, --out (required unless a default is
-    given) and each of `flags` (name: help) as a switch."""
+    given or `required` is false) and each of `flags` (name: help) as a switch."""
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--out", type=Path, default=out, required=out is None)
+    parser.add_argument("--out", type=Path, default=out, required=required and out is None)
     for name, text in flags.items():
         parser.add_argument(f"--{name}", action="store_true", help=text)
     return parser

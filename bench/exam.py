@@ -9,13 +9,11 @@ before it is measured; the page says how each is run, checked and timed.
                                                                # runs the kernels interpreted)
 """
 
-import argparse
 import dataclasses
 import inspect
 import itertools
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -23,7 +21,7 @@ from pathlib import Path
 import torch
 
 from bench import core
-from bench.core import DATA, ROOT, environment, error, paged_cache, randn, save, sdpa_cudnn, time_ms
+from bench.core import DATA, ROOT, environment, error, paged_cache, randn, save, sdpa_cudnn
 
 PREDICTIONS = DATA / "exam-predictions.json"
 MEASURED = DATA / "exam-h200.json"
@@ -291,16 +289,6 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     return impls
 
 
-def time_us(fn, device: torch.device) -> float:
-    """Microseconds of one call: on a GPU replayed from a CUDA graph (bench.core.time_ms); on a
-    CPU (the smoke run) the wall clock of one call, which says nothing about speed."""
-    if device.type == "cuda":
-        return time_ms(fn, graph=True) * 1e3
-    start = time.perf_counter()
-    fn()
-    return (time.perf_counter() - start) * 1e6
-
-
 def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> list[dict]:
     """Build, check and time every implementation of one variant's cases, in turns."""
     gen = torch.Generator(device=device).manual_seed(0)
@@ -310,50 +298,37 @@ def measure_variant(cases: list[Case], device: torch.device, rounds: int) -> lis
         parts = [built["prefill"], built["decode"]]
         built["apart"] = {}
         for impl in ("ours", "sdpa_cudnn"):
-            fns = [p[impl].get("fn") for p in parts]
-            if all(fns):
+            calls = [p[impl].get("fn") for p in parts]
+            if all(calls):
                 built["apart"][impl] = {
-                    "fn": lambda fns=fns: [f() for f in fns],
+                    "fn": lambda calls=calls: [f() for f in calls],
                     "api": " then ".join(p[impl]["api"] for p in parts),
                     "max_err": max(p[impl]["max_err"] for p in parts),
                 }
             else:
                 why = [p[impl].get("skipped") or p[impl].get("error") for p in parts]
                 built["apart"][impl] = {"skipped": "; ".join(dict.fromkeys(w for w in why if w))}
-    recs = []
+    recs, fns = {}, {}  # by "case impl"; fns: those checked ok, timed on a GPU
     for case, impls in built.items():
         for impl, entry in impls.items():
             rec = {"function": function, "case": case, "impl": impl}
             rec |= {k: val for k, val in entry.items() if k != "fn"}
+            recs[f"{case} {impl}"] = rec
             if "max_err" in rec:
                 rec["check"] = "ok" if rec["max_err"] <= CHECK_TOL else "FAILED"
-                rec["us_runs"] = []
-            recs.append((rec, entry.get("fn")))
-    for _ in range(rounds):
-        for rec, fn in recs:
-            if fn is not None and rec.get("check") == "ok":
-                try:
-                    rec["us_runs"].append(time_us(fn, device))
-                except Exception as e:  # noqa: BLE001 - a capture failure is data too
-                    rec["error"] = error(e)
-    out = []
-    for rec, _ in recs:
-        if rec.get("us_runs"):
-            rec["us"] = statistics.median(rec["us_runs"])
-        out.append(rec)
-    del built, recs
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    return out
+                if rec["check"] == "ok":
+                    fns[f"{case} {impl}"] = entry["fn"]
+    if device.type == "cuda":  # each fn under no SDPA backend of in_turns': it picks its own
+        timed = {name: recs[name] for name in fns}
+        core.in_turns(timed, fns, rounds, impls=dict.fromkeys(fns))
+    return list(recs.values())
 
 
 def outcome(rec: dict) -> str:
     """A measured record in a few words: its time, or why there is none."""
-    return (
-        f"{rec['us']:,.1f} us"
-        if "us" in rec
-        else rec.get("skipped") or rec.get("error") or rec["check"]
-    )
+    if "graph_ms" in rec:
+        return f"{rec['graph_ms'] * 1e3:,.1f} us"
+    return rec.get("skipped") or rec.get("error") or rec.get("graph_error") or rec["check"]
 
 
 def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> dict:
@@ -366,11 +341,9 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         "smoke": smoke,
         "predictions": {"file": "data/exam-predictions.json"}
         | {k: key[k] for k in ("commit", "date")},
-        "timing": "us: median over rounds of bench.core.time_ms(fn, graph=True) (a CUDA graph "
-        "replayed: GPU time, no host time), every implementation of a variant in turns"
+        "timing": core.GRAPH_TIMING
         if device.type == "cuda"
-        else "smoke run on a CPU: the wall clock of one call, "
-        "kernels in Triton's interpreter; no speed is measured",
+        else "smoke run on a CPU: kernels in Triton's interpreter, checked, not timed",
         "check": f"max |O - attention_ref| in float32 on some rows (the first and the last "
         f"sequence, the first kv head's group, at most 64 last rows) <= {CHECK_TOL}",
         "copy_bytes_per_s": [core.copy_rate()] if device.type == "cuda" else [],
@@ -392,16 +365,11 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
     predict, measured = (f.relative_to(ROOT) for f in (PREDICTIONS, MEASURED))
-    parser.add_argument("--predict", action="store_true", help=f"write {predict}")
-    parser.add_argument("--measure", action="store_true", help=f"run the cases ({measured})")
-    parser.add_argument("--smoke", action="store_true", help="with --measure: tiny shapes")
+    flags = {"predict": f"write {predict}", "measure": f"run the cases ({measured})"}
+    parser = core.arguments(__doc__, required=False, **flags, smoke="with --measure: tiny shapes")
     parser.add_argument("--only", help="with --measure: one variant, by its function's name")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
-    parser.add_argument("--out", type=Path, help="write here instead")
     args = parser.parse_args(argv)
     if args.predict == args.measure:
         parser.error("say --predict or --measure")

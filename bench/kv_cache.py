@@ -38,11 +38,8 @@ def measure(n_kv_heads: int) -> dict:
     measured = lab.cache_bytes(cache)
     shape = (config.n_layers, n_kv_heads, config.head_dim)
     formula = lambda n_tokens: kv_cache_bytes(*shape, n_tokens, elem_bytes=DTYPE.itemsize)
-    record = {
-        "name": f"kv{n_kv_heads}",
-        "n_kv_heads": n_kv_heads,
-        "group": config.n_heads // n_kv_heads,
-    }
+    record = {"name": f"kv{n_kv_heads}", "n_kv_heads": n_kv_heads}
+    record["group"] = config.n_heads // n_kv_heads
     record |= {"allocated_empty": empty.allocated, "filled_empty": empty.filled}
     record |= {"filled_after_prefill": after_prefill.filled}
     record |= {"allocated": measured.allocated, "filled": measured.filled}

@@ -108,11 +108,9 @@ def main() -> None:
         rec["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
     save(args.out, record)  # before the summary: a slip in printing loses nothing measured
     for rec in record["records"]:
-        grid = (
-            f"{rec['chunks']} x {rec['block_g']} rows, {rec['splits']} splits"
-            if "chunks" in rec
-            else ""
-        )
+        grid = ""
+        if "chunks" in rec:
+            grid = f"{rec['chunks']} x {rec['block_g']} rows, {rec['splits']} splits"
         print(
             f"B={rec['b']} Hq={rec['hq']} {rec['impl']:<20} {rec['graph_ms'] * 1e3:7.1f} us "
             f"{rec['graph_gb_per_s']:6.0f} GB/s {rec['of_copy']:5.0%} of copy "

@@ -67,8 +67,7 @@ def main() -> None:
                 continue
             try:
                 with torch.no_grad():
-                    fn = measure_bytes.build(case)
-                    params = measure_bytes.probe(case, fn)
+                    fn, params = measure_bytes.prepared(case)
                     torch.cuda.synchronize()
                     times = time_case(fn)
             except Exception as e:  # recorded: the data file says which case failed, and why
@@ -89,12 +88,11 @@ def main() -> None:
     ids = ",".join(c.id for c in cases) if args.smoke else "-"
     profiled = measure_bytes.measure(out / "bytes-h200.json", str(out / ".pins.json"), ids=ids)
     for case_id, entry in profiled["cases"].items():
-        if case_id in timed:
-            timed[case_id]["all"] = totals(entry.get("all", []))
-            timed[case_id]["none"] = totals(entry.get("none", []))
-            timed[case_id]["kernels"] = [k["kernel"] for k in entry.get("all", [])]
-            if entry["params"] != timed[case_id].get("params"):
-                timed[case_id]["params_under_ncu"] = entry["params"]
+        if (rec := timed.get(case_id)) is not None:
+            rec |= {mode: totals(entry.get(mode, [])) for mode in ("all", "none")}
+            rec["kernels"] = [k["kernel"] for k in entry.get("all", [])]
+            if entry["params"] != rec.get("params"):
+                rec["params_under_ncu"] = entry["params"]
     record |= {
         "timing": " ".join(time_case.__doc__.split(". ", 1)[1].split()),
         "errors": {**errors, **profiled["errors"]},

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 import triton
 
-from bench.core import arguments, environment, save, time_ms
+from bench.core import arguments, environment, rates, save, time_ms
 from minimodel import attention_flash as af
 from minimodel.reference import attention_ref
 from minimodel.roofline import attention_flops
@@ -100,28 +100,22 @@ def main():
         ref = attention_ref(q, k, v, causal=shape["causal"])
         b, h, n, d, causal = (shape[x] for x in ("b", "h", "n", "d", "causal"))
         flops = attention_flops(b, h, n, n, d, causal=causal)
-        rates = {}
+        tflops = {}  # by SDPA backend or tile configuration
+        sdpa_call = functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal)
         for impl in ("sdpa_flash", "sdpa_cudnn"):
-            ms = time_ms(
-                functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal), impl
-            )
-            records.append({**shape, "impl": impl, "ms": ms, "tflops": flops / ms / 1e9})
-            rates[impl] = records[-1]["tflops"]
+            rec = rates({**shape, "impl": impl, "ms": time_ms(sdpa_call, impl)}, flops=flops)
+            records.append(rec)
+            tflops[impl] = rec["tflops"]
         for cfg in candidates:
             if fits(cfg, shape) and (cfg, d, causal) not in failed:
                 err = (launch(cfg, shape, q, k, v).float() - ref).abs().max().item()
                 ms = time_ms(functools.partial(launch, cfg, shape, q, k, v))
-                rec = {
-                    "impl": "minimodel",
-                    "config": list(cfg),
-                    "ms": ms,
-                    "tflops": flops / ms / 1e9,
-                }
-                records.append({**shape, **rec, "max_err": err})
-                rates[cfg] = records[-1]["tflops"]
-        best = max((c for c in rates if isinstance(c, tuple)), key=rates.get)
-        peers = f"FA2 {rates['sdpa_flash']:.0f}, cuDNN {rates['sdpa_cudnn']:.0f}"
-        print(f"{shape}: best {best} {rates[best]:.0f} TFLOP/s; {peers}", flush=True)
+                rec = {**shape, "impl": "minimodel", "config": list(cfg), "ms": ms}
+                records.append(rates(rec, flops=flops) | {"max_err": err})
+                tflops[cfg] = rec["tflops"]
+        best = max((c for c in tflops if isinstance(c, tuple)), key=tflops.get)
+        peers = f"FA2 {tflops['sdpa_flash']:.0f}, cuDNN {tflops['sdpa_cudnn']:.0f}"
+        print(f"{shape}: best {best} {tflops[best]:.0f} TFLOP/s; {peers}", flush=True)
     failures = [
         {"config": list(c), "d": d, "causal": causal, "error": e}
         for (c, d, causal), e in failed.items()

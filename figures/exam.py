@@ -98,12 +98,13 @@ def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
     """(measured µs, error) of one implementation, or why there is none."""
     if rec is None:
         return "pending", "pending"
-    if "us" not in rec:
+    if "graph_ms" not in rec:
         failed = "failed" if rec.get("check") == "FAILED" else "error"
         return ("skipped" if "skipped" in rec else failed), "n/a"
-    error = rec["us"] / predicted_us - 1
+    us = rec["graph_ms"] * 1e3
+    error = us / predicted_us - 1
     shown = f"{error:+.0%}"
-    return f"{rec['us']:,.1f}", f"**{shown}**" if abs(error) > ERROR_BAR else shown
+    return f"{us:,.1f}", f"**{shown}**" if abs(error) > ERROR_BAR else shown
 
 
 def errors_table(data: dict, measured: dict | None) -> str:
@@ -130,8 +131,8 @@ def figure(data: dict, measured: dict | None = None) -> bytes:
     marks: dict[str, list] = {"ours": [], "sdpa_cudnn": []}  # (x, y, the predicted y)
     for c, (_, y, _) in zip(data["cases"], predicted, strict=True):
         for impl, points in marks.items():
-            if "us" in (rec := by.get((c["function"], c["case"], impl), {})):
-                points.append((c["intensity"], tflops(c, rec["us"]), y))
+            if "graph_ms" in (rec := by.get((c["function"], c["case"], impl), {})):
+                points.append((c["intensity"], tflops(c, rec["graph_ms"] * 1e3), y))
 
     def draw(ax):
         for x, y, _ in predicted:

@@ -110,7 +110,7 @@ def test_the_bench_runs_every_case_on_tiny_shapes():
         elif case == "fp8" and exam.fp8_support() is not None:
             assert "k_scale" in rec["skipped"]
         else:
-            assert rec["check"] == "ok" and rec["us"] > 0, rec
+            assert rec["check"] == "ok", rec  # checked; a CPU times nothing
     assert record["smoke"] and record["predictions"]["commit"] == json.loads(
         exam.PREDICTIONS.read_text())["environment"]["commit"]
 
@@ -129,7 +129,7 @@ def test_the_fp8_case_runs_once_paged_decode_takes_scales(monkeypatch):
     cases = [exam.smoke_case(c) for c in exam.CASES if c.function == "fp8_kv_decode"]
     recs = exam.measure_variant(cases, torch.device("cpu"), rounds=1)
     fp8 = next(r for r in recs if r["case"] == "fp8" and r["impl"] == "ours")
-    assert fp8["check"] == "ok" and fp8["us"] > 0 and "float8_e4m3fn" in fp8["api"]
+    assert fp8["check"] == "ok" and "float8_e4m3fn" in fp8["api"]
 
 
 def test_the_fp8_reference_is_the_dequantised_cache():
@@ -158,9 +158,9 @@ def made_up_measurement(key: dict, factor: float) -> dict:
     recs = []
     for function, case, us in [*cases, ("mixed_batch", "apart", apart)]:
         ours = ({"skipped": "no FP8 kernel yet"} if case == "fp8" else
-                {"check": "ok", "us": factor * us})
+                {"check": "ok", "graph_ms": factor * us / 1e3})
         cudnn = ({"skipped": "SDPA has no sliding window"} if case == "window" else
-                 {"check": "ok", "us": 0.9 * us})
+                 {"check": "ok", "graph_ms": 0.9 * us / 1e3})
         recs += [{"function": function, "case": case, "impl": "ours", **ours},
                  {"function": function, "case": case, "impl": "sdpa_cudnn", **cudnn}]
     return {"environment": {"device": "NVIDIA H200", "torch": "t", "triton": "t",
