@@ -194,6 +194,29 @@ def test_the_last_program_adds_the_partials(n):
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-per-block>>[init]
+@triton.jit
+def _slots_kernel(table_ptr, out_ptr, n_keys, BLOCK_N: tl.constexpr, BS: tl.constexpr):
+    """out[j] = table[j // BS] * BS + j % BS for the keys j < n_keys: one tile per program."""
+    start = tl.program_id(0) * BLOCK_N
+    keys = start + tl.arange(0, BLOCK_N)
+    blk = start // BS + tl.arange(0, BLOCK_N // BS)  # the tile's blocks, one load each
+    entry = tl.load(table_ptr + blk, mask=blk * BS < n_keys, other=0)
+    per_key = tl.reshape(tl.broadcast_to(entry[:, None], [BLOCK_N // BS, BS]), [BLOCK_N])
+    tl.store(out_ptr + keys, per_key * BS + keys % BS, mask=keys < n_keys)
+
+
+@pytest.mark.parametrize("n_keys", [1, 16, 45, 64])
+def test_one_load_per_block_gives_every_key_its_slot(n_keys):
+    bs = 4
+    table = torch.randperm(32, device=DEVICE, dtype=torch.int64)[: triton.cdiv(n_keys, bs)]
+    out = torch.full((n_keys,), -1, dtype=torch.int64, device=DEVICE)
+    _slots_kernel[(triton.cdiv(n_keys, 16),)](table, out, n_keys, BLOCK_N=16, BS=bs)
+    j = torch.arange(n_keys, device=DEVICE)
+    assert torch.equal(out, table[j // bs] * bs + j % bs)
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-missing-mask>>[init]
 @triton.jit
 def _row_sum_unmasked(x_ptr, out_ptr, n_cols, stride_row, BLOCK_N: tl.constexpr):
