@@ -5,8 +5,8 @@ copy rate (Lab 03 part 2, "How many splits" and the benchmark's age).
     PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.paged_splits \
         --out data/paged-splits-h200.json     # about a minute on the H200
 
-The committed data came from the same calls in a scratch driver at f135f9e (whose decode kernel
-is main's), before this module held them.
+data/paged-splits-perkey-h200.json holds the same calls on the kernel before it read one table
+entry per block (a scratch driver at f135f9e, before this module held them).
 """
 
 from bench.core import arguments, copy_rate, environment, save

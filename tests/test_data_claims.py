@@ -1634,7 +1634,7 @@ def test_fold_merge_trade_stated():
 def test_per_block_table_read_stated():
     """Lab 03 part 2: the split sweep of the kernel that loaded one table entry per key (commit
     f135f9e) against the main table's kernel (one entry per block), same shapes and lengths."""
-    data = json.loads((ROOT / "data" / "paged-splits-h200.json").read_text())
+    data = json.loads((ROOT / "data" / "paged-splits-perkey-h200.json").read_text())
     assert data["environment"]["commit"] == "f135f9e"
     copy = data["copy_bytes_per_s"]
     share = {(r["group"], r["ctx"], r["splits"]): r["graph_gb_per_s"] * 1e9 / copy
@@ -1660,6 +1660,34 @@ def test_per_block_table_read_stated():
                    f"{long:.1%} and at best {best[16384][1]:.1%}")
     stated(LAB03B, f"read {share['b64', 4096, 2]:.1%} of copy at \\(B = 64\\), 4k and its default "
                    f"2 splits, where this one reads {now['b64']:.0%}")
+
+
+def test_split_sweep_of_this_kernel_stated():
+    """Lab 03 part 2: the split sweep on the kernel of the main table (one table entry per
+    block): one split beats the default two at B = 64, 4k keys, in this sweep and in the main
+    table's own; ragged batches pass 90% of copy only at more splits than the default."""
+    data = json.loads((ROOT / "data" / "paged-splits-h200.json").read_text())
+    copy = data["copy_bytes_per_s"]
+    share = {(r["group"], r["ctx"], r["splits"]): r["graph_gb_per_s"] * 1e9 / copy
+             for r in data["records"]}
+    chosen = {(r["group"], r["ctx"]): r["splits"] for r in data["records"] if r["chosen"]}
+    assert chosen == {("b64", 4096): 2, ("mixed", 8192): 2, ("mixed", 16384): 2}
+    assert share["b64", 4096, 1] > share["b64", 4096, 2]
+    main = {r["splits"]: r["graph_gb_per_s"] for r in paged_data()["splits"]
+            if (r["b"], r["ctx"]) == (64, 4096)}
+    assert main[1] > main[2]  # "in both runs that swept it"
+    assert pa.PROGRAMS_PER_SM * 132 == 528 > 64 * 8  # "512 programs fall just short of 528"
+    stated(LAB03B, f"{share['b64', 4096, 1]:.1%} of copy with one split, "
+                   f"{share['b64', 4096, 2]:.1%} with two")
+    best = {}
+    for ctx in (8192, 16384):
+        splits = [s for g, c, s in share if (g, c) == ("mixed", ctx)]
+        best[ctx] = max((share["mixed", ctx, s], s) for s in splits)[::-1]
+        assert best[ctx][1] >= 0.9 > share["mixed", 8192, 2]
+    stated(LAB03B, f"read {share['mixed', 8192, 2]:.1%} at the default 2 splits and "
+                   f"{best[8192][1]:.1%} at the best count, {best[8192][0]}; with lengths up to "
+                   f"16k, {share['mixed', 16384, 2]:.1%} at the default and "
+                   f"{best[16384][1]:.1%} at the best, {best[16384][0]}")
 
 
 def test_flag_bug_workaround_stated():
