@@ -1679,6 +1679,9 @@ def test_split_sweep_of_this_kernel_stated():
     assert pa.PROGRAMS_PER_SM * 132 == 528 > 64 * 8  # "512 programs fall just short of 528"
     stated(LAB03B, f"{share['b64', 4096, 1]:.1%} of copy with one split, "
                    f"{share['b64', 4096, 2]:.1%} with two")
+    assert share["mixed", 8192, 1] < share["mixed", 8192, 2]  # "wants more splits, not fewer"
+    stated(LAB03B, f"the same sweep: {share['mixed', 8192, 1]:.1%} of copy with one split, lengths "
+                   "1 to 8k")
     best = {}
     for ctx in (8192, 16384):
         splits = [s for g, c, s in share if (g, c) == ("mixed", ctx)]
