@@ -79,6 +79,10 @@ class Contiguous(BlockManager):
     def can_append_slot(self, seq_id: int) -> bool:
         return True
 
+    def append_slot(self, seq_id: int, token: int) -> None:
+        super().append_slot(seq_id, token)  # no copy-on-write: nothing is shared
+        assert len(self.block_table(seq_id)) == 1, f"request {seq_id} outgrew max_len"
+
 
 def reserved_slots(manager: BlockManager) -> int:
     return (manager.num_blocks - manager.num_free_blocks) * manager.block_size
