@@ -1,12 +1,9 @@
-"""The phase's exam (Lab 05, docs/lab/05-exam.md): six attention variants the course never built,
-each predicted from the models (minimodel.roofline's varlen counts on the committed roofs)
-before it is measured; the page says how each is run, checked and timed.
+"""Lab 05's exam (docs/lab/05-exam.md): six attention variants the course never built, each
+predicted from minimodel.roofline's models on the committed roofs before it is measured.
 
-    python -m bench.exam --predict     # data/exam-predictions.json: no GPU, the models and the
-                                       # committed roofs only
+    python -m bench.exam --predict                             # data/exam-predictions.json, no GPU
     PYTHONPATH=src python -m bench.exam --measure              # on the H200: data/exam-h200.json
-    python -m bench.exam --measure --smoke --out /tmp/x.json   # tiny shapes, any machine (a CPU
-                                                               # runs the kernels interpreted)
+    python -m bench.exam --measure --smoke --out /tmp/x.json   # tiny shapes; a CPU interprets them
 """
 
 import dataclasses
@@ -102,18 +99,13 @@ def predict() -> dict:
     }
 
 
-def provenance() -> dict:
-    """Where the roofs came from: each input file's own environment (device, commit, date)."""
-    out = {}
+def write_predictions(out: Path) -> None:
+    inputs = {}  # where the roofs came from: each input file's own environment
     for name in ("ceilings-h200.json", "mufu-h200.json"):
         env = json.loads((DATA / name).read_text())["environment"]
-        out[f"data/{name}"] = {k: env.get(k) for k in ("device", "commit", "date")}
-    return out
-
-
-def write_predictions(out: Path) -> None:
+        inputs[f"data/{name}"] = {k: env.get(k) for k in ("device", "commit", "date")}
     record = {
-        "environment": {"commit": core.commit(), "date": core.now(), "inputs": provenance()},
+        "environment": {"commit": core.commit(), "date": core.now(), "inputs": inputs},
         "model": "flops: minimodel.roofline.varlen_attention_flops (4 d Hq over the visible "
         "pairs, masks bottom-right per sequence); bytes: varlen_attention_min_bytes "
         "(queries read and outputs written once in fp16, every sequence's K and V read "
@@ -132,6 +124,7 @@ BLOCK_SIZE = 16
 ROUNDS = 2
 CHECK_TOL = 2e-2  # max |O - reference| for fp16 outputs of unit-variance inputs (fp8: same bar)
 E4M3_MAX = 448.0  # the largest float8_e4m3fn
+CPU_TIMING = "smoke run on a CPU: kernels in Triton's interpreter, checked, not timed"
 
 # Tiny shapes of the same cases: the smoke run (CPU interpreter) that keeps this bench from rotting.
 SMALL = {"hq": 4, "hkv": 2, "d": 16}
@@ -331,9 +324,10 @@ def outcome(rec: dict) -> str:
     return rec.get("skipped") or rec.get("error") or rec.get("graph_error") or rec["check"]
 
 
-def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> dict:
+def measure(*, smoke: bool, rounds: int = ROUNDS) -> dict:
     """Every variant, in order; the record bench.exam --measure writes."""
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    gpu = torch.cuda.is_available()
+    device = torch.device("cuda" if gpu else "cpu")
     cases = [smoke_case(c) if smoke else c for c in CASES]
     key = json.loads(PREDICTIONS.read_text())["environment"]
     record = {
@@ -341,25 +335,21 @@ def measure(*, smoke: bool, rounds: int = ROUNDS, only: str | None = None) -> di
         "smoke": smoke,
         "predictions": {"file": "data/exam-predictions.json"}
         | {k: key[k] for k in ("commit", "date")},
-        "timing": core.GRAPH_TIMING
-        if device.type == "cuda"
-        else "smoke run on a CPU: kernels in Triton's interpreter, checked, not timed",
+        "timing": core.GRAPH_TIMING if gpu else CPU_TIMING,
         "check": f"max |O - attention_ref| in float32 on some rows (the first and the last "
         f"sequence, the first kv head's group, at most 64 last rows) <= {CHECK_TOL}",
-        "copy_bytes_per_s": [core.copy_rate()] if device.type == "cuda" else [],
+        "copy_bytes_per_s": [core.copy_rate()] if gpu else [],
         "cases": [],
     }
     functions = list(dict.fromkeys(c.function for c in cases))
     for i, function in enumerate(functions, 1):
-        if only is not None and function != only:
-            continue
         start = time.perf_counter()
         recs = measure_variant([c for c in cases if c.function == function], device, rounds)
         record["cases"] += recs
         said = "; ".join(f"{r['case']} {r['impl']} {outcome(r)}" for r in recs)
         took = time.perf_counter() - start
         print(f"[{i}/{len(functions)}] {function} ({took:.0f} s): {said}", flush=True)
-    if device.type == "cuda":
+    if gpu:
         record["copy_bytes_per_s"].append(core.copy_rate())
     return record
 
@@ -368,8 +358,6 @@ def main(argv: list[str] | None = None) -> None:
     predict, measured = (f.relative_to(ROOT) for f in (PREDICTIONS, MEASURED))
     flags = {"predict": f"write {predict}", "measure": f"run the cases ({measured})"}
     parser = core.arguments(__doc__, required=False, **flags, smoke="with --measure: tiny shapes")
-    parser.add_argument("--only", help="with --measure: one variant, by its function's name")
-    parser.add_argument("--rounds", type=int, default=ROUNDS)
     args = parser.parse_args(argv)
     if args.predict == args.measure:
         parser.error("say --predict or --measure")
@@ -386,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
         if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
             parser.error("triton was imported before TRITON_INTERPRET=1 could be set: set it")
         os.environ["TRITON_INTERPRET"] = "1"
-    record = measure(smoke=args.smoke, rounds=args.rounds, only=args.only)
+    record = measure(smoke=args.smoke)
     save(args.out or MEASURED, record)
 
 

@@ -1,8 +1,6 @@
-"""Lab 04's KV-cache measurement: the lab's MiniGPT as kv8 (MHA), kv4 and kv2 (GQA) and kv1 (MQA)
-runs the canonical 64-token verb sequence (a prefill of 16 tokens, then 48 decode steps through
-the KV cache, with `grouped_attention`), and the cache's bytes are measured from its tensors
-(`cache_bytes`: storages allocated, slots written) beside Theory 04's formula
-(`roofline.kv_cache_bytes`). A few seconds on a CPU:
+"""Lab 04's KV cache measured: the lab's MiniGPT as kv8 (MHA), kv4, kv2 (GQA) and kv1 (MQA) over the
+canonical verb sequence (a prefill of 16 tokens, then decode steps through the cache), its bytes
+measured from the tensors beside Theory 04's formula (`roofline.kv_cache_bytes`). Seconds on a CPU:
 
     python -m bench.kv_cache            # writes data/kv-cache-verbs.json
 """
@@ -38,8 +36,8 @@ def measure(n_kv_heads: int) -> dict:
     measured = lab.cache_bytes(cache)
     shape = (config.n_layers, n_kv_heads, config.head_dim)
     formula = lambda n_tokens: kv_cache_bytes(*shape, n_tokens, elem_bytes=DTYPE.itemsize)
-    record = {"name": f"kv{n_kv_heads}", "n_kv_heads": n_kv_heads}
-    record["group"] = config.n_heads // n_kv_heads
+    name = f"kv{n_kv_heads}"
+    record = {"name": name, "n_kv_heads": n_kv_heads, "group": config.n_heads // n_kv_heads}
     record |= {"allocated_empty": empty.allocated, "filled_empty": empty.filled}
     record |= {"filled_after_prefill": after_prefill.filled}
     record |= {"allocated": measured.allocated, "filled": measured.filled}
@@ -50,9 +48,7 @@ def measure(n_kv_heads: int) -> dict:
     for key in ("allocated", "filled", "filled_after_prefill"):
         want = "formula_" + key.removeprefix("filled_")
         if record[key] != record[want]:
-            raise SystemExit(
-                f"kv{n_kv_heads}: measured {key} {record[key]} != {want} {record[want]}"
-            )
+            raise SystemExit(f"{name}: measured {key} {record[key]} != {want} {record[want]}")
     return record
 
 

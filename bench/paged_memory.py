@@ -1,7 +1,7 @@
-"""The memory experiment of Lab 03 ("The memory experiment"): how much of a fixed KV budget holds
+"""Lab 03's memory experiment ("The memory experiment"): the share of a fixed KV budget that holds
 token states when a stream of requests is served with a contiguous reservation of the maximum
-length per request (a perfect slot counter) and with minimodel's BlockManager at block sizes 8
-to 64, without and with prefix sharing, under the page's simplified vLLM v0 scheduler.
+length per request and with minimodel's BlockManager (blocks of 8 to 64, without and with prefix
+sharing), under the page's simplified vLLM v0 scheduler.
 
     python -m bench.paged_memory                  # under a minute: data/paged-memory.json
     python -m bench.paged_memory --out /tmp/x.json --requests 40   # a smoke run
@@ -68,67 +68,36 @@ def long_tail_workload(n: int) -> Workload:
     return Workload("long-tail", what, 2048, 16 * 2048, tuple(requests))
 
 
-class Contiguous:
-    """A reservation of max_len slots per request, taken whole at admission; the same calls as
-    the BlockManager's that the scheduler makes."""
+class Contiguous(BlockManager):
+    """A reservation of max_len slots per request, taken whole at admission: one block of max_len
+    each, admitted while one is free (no watermark), and never outgrown (no request is longer),
+    so a running request never needs another slot and is never preempted."""
 
     def __init__(self, budget: int, max_len: int):
-        self.budget, self.max_len, self.live = budget, max_len, {}
+        super().__init__(budget // max_len, max_len, watermark=0)
 
-    def can_allocate(self, rid, prompt):
-        if self.max_len > self.budget:
-            return AllocStatus.NEVER
-        free = self.budget - self.max_len * len(self.live)
-        return AllocStatus.OK if free >= self.max_len else AllocStatus.LATER
+    def can_append_slot(self, seq_id: int) -> bool:
+        return True
 
-    def allocate(self, rid, prompt):
-        self.live[rid] = len(prompt)
-
-    def can_append_slot(self, rid):
-        return True  # the reservation covers the longest request
-
-    def append_slot(self, rid, token):
-        assert self.live[rid] < self.max_len
-        self.live[rid] += 1
-
-    def mark_computed(self, rid, num_tokens):
-        pass  # a contiguous reservation has no prefix cache to tell
-
-    def free(self, rid):
-        del self.live[rid]
-
-    def num_cached_tokens(self, rid):
-        return 0
-
-    def reserved_slots(self):
-        return self.max_len * len(self.live)
-
-    def token_states(self, running):
-        return sum(self.live.values())
+    def append_slot(self, seq_id: int, token: int) -> None:
+        super().append_slot(seq_id, token)  # no copy-on-write: nothing is shared
+        assert len(self.block_table(seq_id)) == 1, f"request {seq_id} outgrew max_len"
 
 
-class Paged:
-    """The BlockManager, with the physical token states counted once per block."""
-
-    def __init__(self, budget: int, block_size: int, sharing: bool):
-        self.m = BlockManager(budget // block_size, block_size, enable_prefix_caching=sharing)
-        self.b = block_size
-
-    def __getattr__(self, name):
-        return getattr(self.m, name)
-
-    def reserved_slots(self):
-        return (self.m.num_blocks - self.m.num_free_blocks) * self.b
-
-    def token_states(self, running):
-        # Only full blocks are shared (prefix hits), so each extra holder of a block repeats b
-        # token states that are stored once.
-        logical = sum(len(r.tokens) for r in running)
-        holders = sum(math.ceil(len(r.tokens) / self.b) for r in running)
-        return logical - self.b * (holders - self.reserved_slots() // self.b)
+def reserved_slots(manager: BlockManager) -> int:
+    return (manager.num_blocks - manager.num_free_blocks) * manager.block_size
 
 
-def simulate(workload: Workload, layout, label: str) -> dict:
+def token_states(manager: BlockManager, running: list[Request]) -> int:
+    """The token states held, each physical slot counted once: only full blocks are shared
+    (prefix hits), so each extra holder of a block repeats b token states stored once."""
+    b = manager.block_size
+    logical = sum(len(r.tokens) for r in running)
+    holders = sum(math.ceil(len(r.tokens) / b) for r in running)
+    return logical - b * (holders - reserved_slots(manager) // b)
+
+
+def simulate(workload: Workload, manager: BlockManager, label: str) -> dict:
     waiting = deque(Request(i, list(p), o) for i, (p, o) in enumerate(workload.requests))
     running: list[Request] = []
     rng = random.Random(SEED + 2)  # the generated tokens (they matter only to prefix hashes)
@@ -141,9 +110,9 @@ def simulate(workload: Workload, layout, label: str) -> dict:
         for req in list(running):
             if req not in running or req.generated >= req.output_len:
                 continue  # preempted earlier in this step, or done
-            while not layout.can_append_slot(req.rid):
+            while not manager.can_append_slot(req.rid):
                 victim = running.pop()
-                layout.free(victim.rid)
+                manager.free(victim.rid)
                 victim.prompt, victim.tokens = victim.tokens, []
                 waiting.appendleft(victim)
                 preemptions += 1
@@ -152,16 +121,16 @@ def simulate(workload: Workload, layout, label: str) -> dict:
             if req not in running:
                 continue
             token = rng.randrange(32000)
-            layout.append_slot(req.rid, token)
+            manager.append_slot(req.rid, token)
             req.tokens.append(token)
-            layout.mark_computed(req.rid, len(req.tokens))  # the step computes it
+            manager.mark_computed(req.rid, len(req.tokens))  # the step computes it
             req.generated += 1
         for req in [r for r in running if r.generated >= r.output_len]:
             running.remove(req)
-            layout.free(req.rid)
+            manager.free(req.rid)
         # Admit: first come, first served, while the next request fits above the watermark.
         while waiting:
-            status = layout.can_allocate(waiting[0].rid, waiting[0].prompt)
+            status = manager.can_allocate(waiting[0].rid, waiting[0].prompt)
             if status is AllocStatus.NEVER:
                 waiting.popleft()
                 rejected += 1
@@ -169,17 +138,17 @@ def simulate(workload: Workload, layout, label: str) -> dict:
             if status is AllocStatus.LATER:
                 break
             req = waiting.popleft()
-            layout.allocate(req.rid, req.prompt)
-            layout.mark_computed(req.rid, len(req.prompt))  # prefilled in this step
-            hit = layout.num_cached_tokens(req.rid)
+            manager.allocate(req.rid, req.prompt)
+            manager.mark_computed(req.rid, len(req.prompt))  # prefilled in this step
+            hit = manager.num_cached_tokens(req.rid)
             cached, computed = cached + hit, computed + len(req.prompt) - hit
             req.tokens = list(req.prompt)
             req.generated += 1  # the prefill yields the next output token
             running.append(req)
         if waiting:  # the server is saturated: the figures that describe capacity
             saturated += 1
-            used += layout.token_states(running)
-            reserved += layout.reserved_slots()
+            used += token_states(manager, running)
+            reserved += reserved_slots(manager)
             in_flight += len(running)
         max_running = max(max_running, len(running))
         if steps % 2000 == 0:
@@ -217,8 +186,12 @@ def main() -> None:
             kind = "contiguous" if b is None else "paged"
             label = f"{w.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
             print(f"{label} ...", file=sys.stderr, flush=True)
-            layout = Contiguous(w.budget, w.max_len) if b is None else Paged(w.budget, b, sharing)
-            result = simulate(w, layout, label)
+            manager = (
+                Contiguous(w.budget, w.max_len)
+                if b is None
+                else BlockManager(w.budget // b, b, enable_prefix_caching=sharing)
+            )
+            result = simulate(w, manager, label)
             runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
             held = f"{result['token_states_of_reserved']:.1%} of reserved slots hold token states"
             said = f"{result['mean_running']:.1f} running, {result['preemptions']} preemptions"
