@@ -47,14 +47,15 @@ def main() -> None:
     args = arguments(__doc__, DATA / "block-manager-ops.json", smoke="a small subset").parse_args()
     rounds: dict[tuple[int, bool], dict[str, list[float]]] = {}  # every sweep's, by config
     gc.disable()  # as timeit does: the collector's passes grow with the heap, not with our code
-    for sweep in range(1 if args.smoke else SWEEPS):  # whole sweeps: interference hits one config
+    sweeps = 1 if args.smoke else SWEEPS
+    for sweep in range(sweeps):  # whole sweeps: interference hits one config
         for caching in (False, True):
             for live in LIVE[:2] if args.smoke else LIVE:
                 ns = rounds.setdefault((live, caching), {"allocate_ns": [], "append_slot_ns": []})
                 bench(live, caching, sweep, ns)
                 times = f"allocate {min(ns['allocate_ns']) / 1e3:.2f} us, append_slot"
                 times += f" {min(ns['append_slot_ns']) / 1e3:.2f} us"
-                where = f"sweep {sweep + 1}/{SWEEPS}, live {live:>7,}, prefix caching {caching!s:5}"
+                where = f"sweep {sweep + 1}/{sweeps}, live {live:>7,}, prefix caching {caching!s:5}"
                 print(f"{where}: {times}", file=sys.stderr, flush=True)
     results = []
     for (live, caching), ns in rounds.items():  # the fastest round of all: the statistic below
@@ -64,7 +65,7 @@ def main() -> None:
             | {op + "_rounds": times for op, times in ns.items()}
         )
     setup = {"block_size": BLOCK_SIZE, "prompt_tokens": PROMPT, "ops_per_round": OPS}
-    setup |= {"rounds": ROUNDS, "sweeps": SWEEPS, "gc": "disabled while timing"}
+    setup |= {"rounds": ROUNDS, "sweeps": sweeps, "gc": "disabled while timing"}
     setup["statistic"] = "fastest round's mean time per op, over every round of every sweep "
     setup["statistic"] += "(timeit's advice: the slower rounds measure interference)"
     record = {"environment": environment(), "setup": setup, "results": results}
