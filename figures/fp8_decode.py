@@ -40,8 +40,7 @@ def prediction() -> str:
         rows.append([c["name"], *cells, f"{c['flops'] / c['step']:.2f}", *times])
     header = "cache | bytes per token (one layer) | MiB per step | GFLOP per step"
     header += " | intensity (FLOP/B) | µs at the copy rate | M tokens/s at the copy rate"
-    caption = f"\nCopy rate: {bandwidth / 1e9:,.0f} GB/s.\n"
-    return markdown_table(f"{header} | vs 16-bit", rows) + caption
+    return markdown_table(f"{header} | vs 16-bit", rows, f"Copy rate: {bandwidth / 1e9:,.0f} GB/s.")
 
 
 def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
@@ -110,9 +109,9 @@ def accuracy() -> str:
     margin = (top2[:, 0] - top2[:, 1]).min().item()
     header = "cache | RMS logit error | largest logit error | next token as the float64 pass's"
     caption = (
-        f"\nThe float64 pass's logits: RMS {rms(want):.1f}, smallest top-two margin {margin:.2f}.\n"
+        f"The float64 pass's logits: RMS {rms(want):.1f}, smallest top-two margin {margin:.2f}."
     )
-    return f"{table}\n{markdown_table(header, rows)}{caption}"
+    return f"{table}\n{markdown_table(header, rows, caption)}"
 
 
 def measured(data: dict) -> str:
@@ -128,8 +127,8 @@ def measured(data: dict) -> str:
     header = "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s"
     header += " | tokens/s vs 16-bit paged | largest error vs float32"
     run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
-    caption = f"\n{run}, {env['date']}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s.\n"
-    return markdown_table(header, rows) + caption
+    caption = f"{run}, {env['date']}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s."
+    return markdown_table(header, rows, caption)
 
 
 def roofline(data: dict) -> bytes:

@@ -167,7 +167,6 @@ def quality_figure(data: dict, kv: dict) -> bytes:
     ax.set_title("Fewer kv heads, smaller cache: held-out loss on unseen verbs")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
-    fig.tight_layout()
     return svg(fig)
 
 

@@ -49,5 +49,4 @@ def outputs() -> dict[str, str | bytes]:
     title = "The H200's memory hierarchy: what each level holds, and who shares it"
     ax.set_title(title, fontsize=10)
     hide_spines(ax, "top", "right", "left")
-    fig.tight_layout()
     return {"figures/memory-hierarchy.svg": svg(fig)}

@@ -77,5 +77,4 @@ def outputs() -> dict[str, str | bytes]:
 
     for ax in (ax_m, ax_l, ax_a):
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
     return {"figures/online-softmax-state.svg": svg(fig)}

@@ -165,7 +165,6 @@ def figure(data: dict) -> bytes:
         sizes_axis(ax, ctxs, "context length (keys per sequence)")
     axes[0].set_ylabel("K/V bytes read per second (GB/s), CUDA-graph replay")
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
     return svg(fig)
 
 

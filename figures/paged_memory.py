@@ -27,8 +27,8 @@ def setup_table(data: dict) -> str:
     env, run = data["environment"], f"{data['requests']} requests per workload, seed {data['seed']}"
     header = "workload | what it is | prompt tokens (mean / max) | output tokens (mean / max)"
     header += " | contiguous reservation | KV budget (token slots)"
-    caption = f"\n{run}; Python {env['python']}, commit {env['commit']}, {env['date']}.\n"
-    return markdown_table(header, rows) + caption
+    caption = f"{run}; Python {env['python']}, commit {env['commit']}, {env['date']}."
+    return markdown_table(header, rows, caption)
 
 
 def results_table(data: dict) -> str:
@@ -93,8 +93,7 @@ def figure(data: dict) -> bytes:
     handles, labels = ax_use.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle("One KV budget: contiguous reservation against paging")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return svg(fig)
+    return svg(fig, rect=(0, 0.12, 1, 1))
 
 
 def ops_table(data: dict) -> str:

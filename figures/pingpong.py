@@ -91,5 +91,4 @@ def outputs() -> dict[str, str | bytes]:
     handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
     legend_below(ax, handles, 0.3, fontsize=7, ncol=5)
     hide_spines(ax, "top", "right")
-    fig.tight_layout()
     return {"figures/hopper-pingpong-schedule.svg": svg(fig)}

@@ -82,7 +82,6 @@ def figure(causal: bool, window: int | None) -> bytes:
     handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS if window or r != "edge"]
     handles.append(Patch(facecolor="black", alpha=0.16, label="visible pairs (reference mask)"))
     legend_below(ax, handles, 0.14, fontsize=7.5, ncol=2)
-    fig.tight_layout()
     return svg(fig)
 
 
