@@ -147,14 +147,12 @@ def quality_figure(data: dict, kv: dict) -> bytes:
     ups = data["recipe"]["uptrain_steps"]
     shades = {0: 1.0} | {u: 0.55 + 0.45 * i / max(1, len(ups) - 1) for i, u in enumerate(ups)}
     for offset, (kind, u, label) in zip((-0.09, -0.03, 0.03, 0.09), columns(data), strict=False):
-        xs, ys, lo, hi = [], [], [], []
-        for v in variants(data):
-            if losses := [r["heldout_loss"] for r in runs(data, v, kind, u)]:
-                mean = statistics.mean(losses)
-                xs.append(bytes_per_token[v] * 2**offset)
-                ys.append(mean)
-                lo.append(mean - min(losses))
-                hi.append(max(losses) - mean)
+        losses = {v: [r["heldout_loss"] for r in runs(data, v, kind, u)] for v in variants(data)}
+        losses = {v: ls for v, ls in losses.items() if ls}  # the variants run in this column
+        xs = [bytes_per_token[v] * 2**offset for v in losses]
+        ys = [statistics.mean(ls) for ls in losses.values()]
+        lo = [y - min(ls) for y, ls in zip(ys, losses.values(), strict=True)]
+        hi = [max(ls) - y for y, ls in zip(ys, losses.values(), strict=True)]
         marker, colour = styles[kind]
         style = dict(fmt=marker + "-", color=colour, alpha=shades[u], capsize=3, linewidth=1)
         ax.errorbar(xs, ys, yerr=[lo, hi], label=label, **style)
