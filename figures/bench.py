@@ -92,9 +92,7 @@ def acceptance_hopper(data: dict) -> str:
     idx, rows = index(data["records"]), []
     for key in bar_points(data):
         ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
-        met = "not measured"
-        if ours is not None and cudnn is not None:
-            met = "yes" if ours >= HOPPER_BAR * cudnn else "**no**"
+        met = "yes" if ours >= HOPPER_BAR * cudnn else "**no**"
         bar = tflops(cudnn, scale=HOPPER_BAR)
         rows.append([*point(key), tflops(cudnn), bar, tflops(ours), ratio(ours, cudnn), met])
     header = f"dtype | causal | N | cuDNN TFLOP/s | {HOPPER_BAR:.2f} × cuDNN | Hopper TFLOP/s"
@@ -107,8 +105,7 @@ def shortfalls(data: dict) -> str:
     for dtype, d, causal, n in grid(data, sorted(DTYPES)):  # bfloat16 first
         key = grid_key(dtype, d, n, causal)
         ours, fa2, flex = (rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex"))
-        slow = ours is not None and fa2 is not None and ours < 1.3 * fa2
-        if slow or (ours is not None and flex is not None and ours <= flex):
+        if ours < 1.3 * fa2 or ours <= flex:
             cells = [f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex)]
             rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     return markdown_table("dtype | d | causal | N | TFLOP/s | ÷ FA2 | ÷ Flex", rows)
@@ -138,14 +135,9 @@ def exp_roof_table(data: dict) -> str:
     """Each implementation's median rate (fp16, no mask, N >= 2048) against the exponential roof."""
     roof, idx, lengths, rows = h200_measured(), index(data["records"]), exp_lengths(data), []
     for d in (64, 128):
-        cap, cells = roof.attention_roof(d), []
-        for impl in EXP_IMPLS:
-            rates = [rate(idx, grid_key("float16", d, n, False), impl) for n in lengths]
-            rates = [x for x in rates if x is not None]
-            if len(rates) < len(lengths):
-                cells.append(f"ran at {len(rates)} of {len(lengths)}")
-            else:
-                cells.append(share(statistics.median(rates) * 1e12, cap))
+        cap, keys = roof.attention_roof(d), [grid_key("float16", d, n, False) for n in lengths]
+        medians = [statistics.median(rate(idx, k, i) for k in keys) for i in EXP_IMPLS]
+        cells = [share(m * 1e12, cap) for m in medians]
         overlapped = roof.attention_roof(d, overlapped=True) / 1e12
         caps = [share(cap, roof.peak_flops), f"{overlapped:.0f}"]
         rows.append([d, *caps, *cells])
