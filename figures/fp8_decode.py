@@ -67,8 +67,7 @@ def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     model, tokens = verb_model()
     with torch.no_grad():
         model(tokens, attn=record)
-    q, k, v = (torch.stack(layers) for layers in zip(*seen, strict=True))
-    return q, k, v
+    return tuple(torch.stack(layers) for layers in zip(*seen, strict=True))
 
 
 def rms(t: torch.Tensor) -> float:
@@ -106,11 +105,9 @@ def accuracy() -> str:
         error = [f"{rms(got - want):.2e}", f"{(got - want).abs().max().item():.2e}"]
         rows.append([name, *error, f"{same} of {len(want)}"])
     top2 = want.topk(2, -1).values
-    margin = (top2[:, 0] - top2[:, 1]).min().item()
+    margin = f"smallest top-two margin {(top2[:, 0] - top2[:, 1]).min().item():.2f}"
     header = "cache | RMS logit error | largest logit error | next token as the float64 pass's"
-    caption = (
-        f"The float64 pass's logits: RMS {rms(want):.1f}, smallest top-two margin {margin:.2f}."
-    )
+    caption = f"The float64 pass's logits: RMS {rms(want):.1f}, {margin}."
     return f"{table}\n{markdown_table(header, rows, caption)}"
 
 

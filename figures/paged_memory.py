@@ -98,12 +98,10 @@ def figure(data: dict) -> bytes:
 
 def ops_table(data: dict) -> str:
     rows = []
-    for caching in (False, True):
-        results = [r for r in data["results"] if r["prefix_caching"] == caching]
-        for r in sorted(results, key=lambda r: r["live"]):
-            ns = (r["allocate_ns"], r["append_slot_ns"])
-            times = [cell for t in ns for cell in (f"{t / 1e3:.2f}", f"{1e9 / t:,.0f}")]
-            rows.append([f"{r['live']:,}", "on" if caching else "off", *times])
+    for r in sorted(data["results"], key=lambda r: (r["prefix_caching"], r["live"])):
+        ns = (r["allocate_ns"], r["append_slot_ns"])
+        times = [cell for t in ns for cell in (f"{t / 1e3:.2f}", f"{1e9 / t:,.0f}")]
+        rows.append([f"{r['live']:,}", "on" if r["prefix_caching"] else "off", *times])
     header = "live sequences | prefix caching | allocate (µs) | allocate per s | append_slot (µs)"
     return markdown_table(f"{header} | append_slot per s", rows)
 
