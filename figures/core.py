@@ -18,13 +18,12 @@ from minimodel import roofline_plot as rp
 from minimodel.ceilings import Ceilings
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data"
 DASH = "–"  # a table cell with no value
 
 
 def load(name: str) -> dict:
     """A data file of data/."""
-    return json.loads((DATA / name).read_text())
+    return json.loads((ROOT / "data" / name).read_text())
 
 
 def index(records: list[dict], fields: Sequence[str]) -> dict:
