@@ -74,5 +74,4 @@ def outputs() -> dict[str, str | bytes]:
     what = f"BlockManager({NUM_BLOCKS} blocks of {BLOCK_SIZE} slots): a {len(PROMPT)}-token "
     what += "prompt, forked, one token appended to the fork. Dark slots hold a token."
     fig.text(0.5, 0.02, what, ha="center", fontsize=8)
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    return {"figures/block-table-cow.svg": svg(fig)}
+    return {"figures/block-table-cow.svg": svg(fig, rect=(0, 0.05, 1, 1))}

@@ -10,7 +10,6 @@ from minimodel import roofline as r
 MIB = 2**20
 IMPL = {"naive": "naive", "flash": "Flash (ours)", "sdpa_flash": "SDPA FA2"}
 IMPL |= {"decode": "decode, contiguous", "paged": "decode, paged"}
-L2_WRITE = ("lts__t_sectors_srcunit_tex_op_write.sum", "lts__t_sectors_op_write.sum")
 L2_TO_SM = "l1tex__m_xbar2l1tex_read_bytes.sum"  # what the crossbar delivers from L2 to the SMs
 BAR = 0.15
 
@@ -54,8 +53,8 @@ def model(case: Case, params: dict) -> dict[str, dict[str, int]]:
 
 
 def l2_written(metrics: dict) -> float:
-    """Bytes written to L2 (its 32-byte sectors)."""
-    return 32 * next(metrics[m] for m in L2_WRITE if metrics.get(m) is not None)
+    """Bytes the SMs wrote to L2 (its 32-byte sectors)."""
+    return 32 * metrics["lts__t_sectors_srcunit_tex_op_write.sum"]
 
 
 def dram_bytes(metrics: dict) -> float:
@@ -63,16 +62,13 @@ def dram_bytes(metrics: dict) -> float:
     return metrics["dram__bytes_read.sum"] + l2_written(metrics)
 
 
-def kernel_models(case: Case, params: dict, kernels: list[dict]) -> list[tuple[str, dict | None]]:
-    """(name, model) per measured kernel, in launch order; model None where there is none."""
+def kernel_models(case: Case, params: dict, kernels: list[dict]) -> list[tuple[str, dict]]:
+    """(name, model) per measured kernel, in launch order."""
     if case.impl == "sdpa_flash":  # FA2 names its tiles: Flash_fwd_kernel_traits<d, BM, BN, ...>
-        traits = r"Flash_fwd_kernel_traits<(\d+), (\d+), (\d+)"
-        t = re.search(traits, kernels[0]["kernel"]) if len(kernels) == 1 else None
-        tiles = {"block_m": int(t[2]), "block_n": int(t[3])} if t else None
-        return [("FA2 flash_fwd_kernel", model(case, tiles)["flash"] if tiles else None)]
+        t = re.search(r"Flash_fwd_kernel_traits<(\d+), (\d+), (\d+)", kernels[0]["kernel"])
+        tiles = {"block_m": int(t[2]), "block_n": int(t[3])}
+        return [("FA2 flash_fwd_kernel", model(case, tiles)["flash"])]
     named = list(model(case, params).items())
-    if len(named) != len(kernels):  # a kernel the model does not know: shown without a model
-        return [(k["kernel"][:30], None) for k in kernels]
     if case.impl == "flash":
         return [("_attn_fwd", named[0][1])]
     if case.impl in ("decode", "paged"):
@@ -84,10 +80,9 @@ def rows(data: dict) -> list[dict]:
     """One row per (case, kernel): model, measurement (both cache modes)."""
     out = []
     for case in CASES:
-        if (entry := data["cases"].get(case.id)) is None:
-            continue
-        for i, (name, m) in enumerate(kernel_models(case, entry["params"], entry["all"])):
-            cold, warm = entry["all"][i], entry["none"][i]
+        entry = data["cases"][case.id]
+        named = kernel_models(case, entry["params"], entry["all"])
+        for (name, m), cold, warm in zip(named, entry["all"], entry["none"], strict=True):
             read, warm_read = cold["dram__bytes_read.sum"], warm["dram__bytes_read.sum"]
             row = {"case": case, "kernel": name, "model": m, "dram": dram_bytes(cold)}
             row |= {"dram_read": read, "l2_write": l2_written(cold), "l2_to_sm": cold.get(L2_TO_SM)}
@@ -110,17 +105,11 @@ def measured_table(data: dict) -> str:
     body = []
     for row in rows(data):
         c, m = row["case"], row["model"]
-        dram_model = None if m is None else m["read"] + m["write"]
-        tiled = None if m is None else m.get("read_tiled")
+        dram_model, tiled = m["read"] + m["write"], m.get("read_tiled")
         cells = compared(dram_model, row["dram"], tiled, row["l2_to_sm"], row["warm"])
         body.append([f"{c.n:,}", IMPL[c.impl], c.heads, f"`{row['kernel']}`", *cells])
     header = "N | implementation | heads | kernel | DRAM model | DRAM measured | ratio"
     return markdown_table(f"{header} | L2→SM model | L2→SM measured | ratio | DRAM, warm", body)
-
-
-def summed(models: list[dict | None], key: str) -> int | None:
-    """A count summed over a case's kernels; None if a kernel has no model or no such count."""
-    return None if any(m is None or key not in m for m in models) else sum(m[key] for m in models)
 
 
 def case_totals(data: dict) -> dict[str, dict]:
@@ -131,9 +120,11 @@ def case_totals(data: dict) -> dict[str, dict]:
     out = {}
     for case_id, kernels in by_case.items():
         models = [k["model"] for k in kernels]
-        read, write, tiled = (summed(models, key) for key in ("read", "write", "read_tiled"))
+        read, write = (sum(m[key] for m in models) for key in ("read", "write"))
+        tiled = [m.get("read_tiled") for m in models]  # naive attention reads no tiles
+        tiled = None if None in tiled else sum(tiled)
         t = dict(case=kernels[0]["case"], kernels=len(kernels), read=read, write=write, tiled=tiled)
-        t["dram_model"] = None if read is None else read + write
+        t["dram_model"] = read + write
         t |= {key: sum(k[key] for k in kernels) for key in ("dram", "l2_to_sm", "warm")}
         out[case_id] = t
     return out
@@ -156,10 +147,9 @@ def model_table(data: dict) -> str:
     """The four functions evaluated at every case, with the tiles the measurement ran."""
     body = []
     for t in case_totals(data).values():
-        if t["dram_model"] is not None:
-            c, f = t["case"], flops(t["case"])
-            sizes = [mib(t["read"]), mib(t["tiled"]), mib(t["write"]), f"{f / 1e9:,.3f}"]
-            body.append([f"{c.n:,}", IMPL[c.impl], c.heads, *sizes, f"{f / t['dram_model']:,.1f}"])
+        c, f = t["case"], flops(t["case"])
+        sizes = [mib(t["read"]), mib(t["tiled"]), mib(t["write"]), f"{f / 1e9:,.3f}"]
+        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, *sizes, f"{f / t['dram_model']:,.1f}"])
     header = "N | implementation | heads | read (MiB) | read_tiled | write | FLOPs (G)"
     return markdown_table(f"{header} | I = F / (read + write)", body)
 

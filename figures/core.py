@@ -18,13 +18,12 @@ from minimodel import roofline_plot as rp
 from minimodel.ceilings import Ceilings
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT / "data"
 DASH = "–"  # a table cell with no value
 
 
 def load(name: str) -> dict:
     """A data file of data/."""
-    return json.loads((DATA / name).read_text())
+    return json.loads((ROOT / "data" / name).read_text())
 
 
 def index(records: list[dict], fields: Sequence[str]) -> dict:
@@ -32,20 +31,24 @@ def index(records: list[dict], fields: Sequence[str]) -> dict:
     return {tuple(r[f] for f in fields): r for r in records}
 
 
-def svg(fig) -> bytes:
-    """The figure as SVG bytes, without a date (a redrawn figure diffs cleanly); closes it."""
+def svg(fig, rect: tuple | None = None, laid_out: bool = False) -> bytes:
+    """The figure laid out tight (within `rect` of it: room for a legend or note) unless already
+    `laid_out`, as SVG bytes without a date (a redrawn figure diffs cleanly); closes it."""
+    if not laid_out:
+        fig.tight_layout(rect=rect)
     out = io.BytesIO()
     fig.savefig(out, format="svg", metadata={"Date": None})
     plt.close(fig)
     return out.getvalue()
 
 
-def markdown_table(header: str | list[str], rows: list[list[object]]) -> str:
-    """A Markdown table; a header given as one string is its cells joined by " | "."""
+def markdown_table(header: str | list[str], rows: list[list[object]], caption: str = "") -> str:
+    """A Markdown table, and its one-line caption below if any; a header given as one string is
+    its cells joined by " | "."""
     header = header.split(" | ") if isinstance(header, str) else header
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (f"\n{caption}\n" if caption else "")
 
 
 def yes(flag: bool) -> str:
@@ -192,10 +195,10 @@ def measured_roofline(roofs, flat, intensities, draw, *, name: str, **style) -> 
     ax.set(xlabel="arithmetic intensity (FLOP/byte)", ylabel="TFLOP/s", title=style["title"])
     ax.grid(True, which="both", alpha=0.3)
     legend_below(ax, handles + style["handles"], 0.1, fontsize=7.5, ncol=style["ncol"])
-    fig.tight_layout()
+    fig.tight_layout()  # before the labels: they are placed in pixels
     boxes = rp._place_labels(ax, [(x, y) for x, y, _ in labels], [t for _, _, t in labels])
     check_labels(boxes, name)
-    return svg(fig)
+    return svg(fig, laid_out=True)
 
 
 def roofline_svg(ceilings, points, *, title: str, head_dim: int | None = None) -> bytes:

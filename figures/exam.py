@@ -41,14 +41,9 @@ def load_measured(predicted: dict, path: Path = MEASURED) -> dict | None:
 
 
 def measured_us(measured: dict | None) -> dict[tuple[str, str, str], dict]:
-    """(function, case, impl) -> the measured record."""
-    if measured is None:
-        return {}
-    return {(r["function"], r["case"], r["impl"]): r for r in measured["cases"]}
-
-
-def label(case: dict) -> str:
-    return f"{VARIANT[case['function']]} {case['case']}"
+    """(function, case, impl) -> the measured record; empty while nothing is measured."""
+    cases = measured["cases"] if measured else []
+    return {(r["function"], r["case"], r["impl"]): r for r in cases}
 
 
 def roofs_table(data: dict) -> str:
@@ -87,11 +82,9 @@ def prediction_rows(data: dict) -> list[list]:
 
 def predictions_table(data: dict) -> str:
     header = "variant | case | F (GFLOP) | bytes (MB) | I (FLOP/byte) | roof | predicted µs"
-    table, env = (
-        markdown_table(header, [r[:-2] for r in prediction_rows(data)]),
-        data["environment"],
-    )
-    return f"{table}\nCommit {env['commit']}, {env['date']}; MB: \\(10^6\\) bytes.\n"
+    env = data["environment"]
+    caption = f"Commit {env['commit']}, {env['date']}; MB: \\(10^6\\) bytes."
+    return markdown_table(header, [r[:-2] for r in prediction_rows(data)], caption)
 
 
 def cell(rec: dict | None, predicted_us: float) -> tuple[str, str]:
@@ -114,18 +107,18 @@ def errors_table(data: dict, measured: dict | None) -> str:
         predicted, (function, case) = r[-2:]
         ours, cudnn = by.get((function, case, "ours")), by.get((function, case, "sdpa_cudnn"))
         rows.append([*r[:2], f"{predicted:,.1f}", *cell(ours, predicted), *cell(cudnn, predicted)])
-    table = markdown_table(header, rows)
     if measured is None:
-        return table  # every measured cell reads "pending"
+        return markdown_table(header, rows)  # every measured cell reads "pending"
     env, copy = measured["environment"], measured["copy_bytes_per_s"]
     run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
     copy = ", ".join(f"{c / 1e12:.2f}" for c in copy)
-    return f"{table}\n{run}, {env['date']}; copy rate {copy} TB/s.\n"
+    return markdown_table(header, rows, f"{run}, {env['date']}; copy rate {copy} TB/s.")
 
 
 def figure(data: dict, measured: dict | None = None) -> bytes:
     r, by = data["roofs"], measured_us(measured)
     tflops = lambda case, us: case["flops"] / (us * 1e-6) / 1e12  # its rate if it takes `us`
+    label = lambda case: f"{VARIANT[case['function']]} {case['case']}"
     predicted = [(c["intensity"], tflops(c, c["time_us"]), label(c)) for c in data["cases"]]
     # a measured point: the predicted intensity (the bytes were not measured), the measured rate
     marks: dict[str, list] = {"ours": [], "sdpa_cudnn": []}  # (x, y, the predicted y)

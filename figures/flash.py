@@ -21,18 +21,19 @@ REGS_PER_THREAD = 255
 
 
 def mib(nbytes: float) -> str:
-    return f"{nbytes / 2**20:,.2f}" if nbytes < 100 * 2**20 else f"{nbytes / 2**20:,.0f}"
+    return format(nbytes / 2**20, ",.2f" if nbytes < 100 * 2**20 else ",.0f")
 
 
 def bytes_table() -> str:
     """Bytes and intensity per (batch, head), MHA, no mask: naive, tiled Flash, compulsory."""
-    datasheet, measured = HARDWARE["H200"], h200_measured()
-    rows = []
+    datasheet, measured, rows = HARDWARE["H200"], h200_measured(), []
     for n, d in itertools.product((64, 2048, 8192), (64, 128)):
         shape = (1, 1, 1, n, n, d)
-        flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
         counted = [("naive (S, P in HBM)", naive_attention_bytes(*shape))]
-        counted += [(f"Flash, BLOCK_M={bm}, no reuse", f) for bm, f in flash.items()]
+        for bm in (64, 128):
+            counted.append(
+                (f"Flash, BLOCK_M={bm}, no reuse", flash_attention_bytes(*shape, block_m=bm))
+            )
         counted.append(("compulsory", attention_min_bytes(*shape)))
         for label, nbytes in counted:
             i = flops_of(1, 1, n, n, d) / nbytes
@@ -43,7 +44,7 @@ def bytes_table() -> str:
     return markdown_table(header, rows)
 
 
-MASK_HQ, MASK_D, MASK_BM, MASK_BN, MASK_W = 32, 128, 128, 64, 1024
+MASK_HQ, MASK_D, MASK_TILES, MASK_W = 32, 128, {"block_m": 128, "block_n": 64}, 1024
 
 
 def masks_table() -> str:
@@ -53,17 +54,16 @@ def masks_table() -> str:
     cases += [(8192, hkv, mask) for hkv in (8, 1) for mask in masks[:2]]  # GQA, MQA: no window
     rows = []
     for n, hkv, mask in cases:
-        shape, tiles = (1, MASK_HQ, hkv, n, n, MASK_D), {"block_m": MASK_BM, "block_n": MASK_BN}
+        shape = (1, MASK_HQ, hkv, n, n, MASK_D)
         flops, dense_flops = (flops_of(1, MASK_HQ, n, n, MASK_D, **m) for m in (mask, {}))
-        flash = flash_attention_bytes(*shape, **tiles, **mask)
-        dense = flash_attention_bytes(*shape, **tiles)
+        flash, dense = (flash_attention_bytes(*shape, **MASK_TILES, **m) for m in (mask, {}))
         floor = attention_min_bytes(*shape)
-        label = "causal, W={window}".format(**mask) if "window" in mask else "causal"
+        label = {0: "dense", 1: "causal", 2: f"causal, W={MASK_W}"}[len(mask)]
         heads = "MHA" if hkv == MASK_HQ else f"{MASK_HQ}/{hkv}"
         cells = [f"{flops / 1e9:,.0f}", f"{flops / dense_flops:.3f}"]  # FLOPs
         cells += [f"{flash / 2**30:,.2f}", f"{flash / dense:.3f}", mib(floor)]  # bytes
         cells += [f"{flops / flash:,.0f}", f"{flops / floor:,.0f}"]  # intensities
-        rows.append([f"{n:,}", label if mask else "dense", heads, *cells])
+        rows.append([f"{n:,}", label, heads, *cells])
     header = "N | mask | Hq/Hkv | GFLOP | FLOPs / dense | Flash GiB (no reuse)"
     header += " | Flash bytes / dense | compulsory MiB | I Flash (no reuse) | I compulsory"
     return markdown_table(header, rows)
@@ -105,11 +105,11 @@ def tile_fit_table() -> str:
             s = smem(d, bm, bn, stages)
             fits = "yes, over the kernel's 200" if s > SMEM_BUDGET else "yes"
             fits = "no" if s > SMEM_PER_BLOCK else fits
+            blocks = blocks_by_smem(s) if s <= SMEM_PER_BLOCK else DASH
             warps = [w for bm_, bn_, w, s_ in tuned if (bm_, bn_, s_) == (bm, bn, stages)]
             autotuner = "pruned" if s > SMEM_BUDGET else ", ".join(f"{w} warps" for w in warps)
-            blocks = blocks_by_smem(s) if s <= SMEM_PER_BLOCK else DASH
-            regs = [regs_cell(d, bm, bn, w) for w in (4, 8)]
             autotuner = autotuner if warps else DASH
+            regs = [regs_cell(d, bm, bn, w) for w in (4, 8)]
             rows.append([d, bm, bn, stages, f"{s / 1024:.0f}", fits, blocks, *regs, autotuner])
     header = "d | BLOCK_M | BLOCK_N | stages | shared KiB | fits 227 KiB | blocks/SM (shared)"
     return markdown_table(f"{header} | regs/thread, 4 warps | 8 warps | autotuner", rows)
@@ -161,20 +161,15 @@ SWEEP_CONFIGS += [(64, 128, 4, 2), (64, 128, 4, 4)]
 
 def sweep_configs_table() -> str:
     shapes, rows = sweep(), []
-    for d in (64, 128):
-        keys = [k for k in shapes if k[0] == d]
-        for c in SWEEP_CONFIGS:
-            if not any(c in shapes[k]["minimodel"] for k in keys):
-                continue  # the sweep ran only what fits the kernel's shared-memory budget
-            cells = []
-            for k in keys:
-                runs = shapes[k]["minimodel"]
-                best = max(r["tflops"] for r in runs.values())
-                tf = runs[c]["tflops"] if c in runs else None
-                cells.append(f"{tf:.0f} ({tf / best:.0%})" if tf is not None else "not run")
-            s = smem(d, c[0], c[1], c[3])
-            fit = [f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3])]
-            rows.append([d, cfg(c), *fit, *cells])
+    for d, c in itertools.product((64, 128), SWEEP_CONFIGS):
+        runs = [shapes[k]["minimodel"] for k in shapes if k[0] == d]
+        if c not in runs[0]:
+            continue  # the sweep ran only what fits the kernel's shared-memory budget
+        best = [max(r["tflops"] for r in shape.values()) for shape in runs]
+        rates = [shape[c]["tflops"] for shape in runs]
+        cells = [f"{tf:.0f} ({tf / b:.0%})" for tf, b in zip(rates, best, strict=True)]
+        s = smem(d, c[0], c[1], c[3])
+        rows.append([d, cfg(c), f"{s / 1024:.0f}", blocks_by_smem(s), regs_cell(d, *c[:3]), *cells])
     header = "d | (BM, BN, warps, stages) | shared KiB | blocks/SM (shared) | regs/thread (est.)"
     shapes = [f"N={n:,}{', causal' if causal else ''}" for d, causal, n, _, _ in shapes if d == 64]
     return markdown_table(header.split(" | ") + shapes, rows)
@@ -213,25 +208,22 @@ def exp_roof_table() -> str:
 
 
 def figure_points() -> list[RooflinePoint]:
-    b, h, d = 1, 16, 64  # Theory 00's anchor shape
-    points = []
-    for n in (64, 2048):
-        shape = (b, h, h, n, n, d)
-        cases = [("naive", naive_attention_bytes(*shape))]
-        if n <= 128:
-            one_tile = flash_attention_bytes(*shape, block_m=128)
-            cases.append(("Flash (one tile) ~ compulsory", one_tile))
-        else:
-            flash = {bm: flash_attention_bytes(*shape, block_m=bm) for bm in (64, 128)}
-            cases += [(f"Flash BM={bm}, no reuse", nbytes) for bm, nbytes in flash.items()]
-            cases.append(("compulsory", attention_min_bytes(*shape)))
-        flops = flops_of(b, h, n, n, d)
-        points += [RooflinePoint(f"{label} N={n}", flops / nbytes) for label, nbytes in cases]
-    return points
+    """Theory 00's anchor shape (B = 1, H = 16, d = 64): at N = 64 one Flash tile moves the
+    compulsory bytes; at N = 2048 the tiles re-read K and V."""
+    small, large = (1, 16, 16, 64, 64, 64), (1, 16, 16, 2048, 2048, 64)
+    one_tile = flash_attention_bytes(*small, block_m=128)
+    cases = [(64, "naive", naive_attention_bytes(*small))]
+    cases += [(64, "Flash (one tile) ~ compulsory", one_tile)]
+    cases += [(2048, "naive", naive_attention_bytes(*large))]
+    for bm in (64, 128):
+        cases.append((2048, f"Flash BM={bm}, no reuse", flash_attention_bytes(*large, block_m=bm)))
+    cases.append((2048, "compulsory", attention_min_bytes(*large)))
+    return [RooflinePoint(f"{label} N={n}", flops_of(1, 16, n, n, 64) / b) for n, label, b in cases]
 
 
 def outputs() -> dict[str, str | bytes]:
     title = "Naive, tiled Flash and compulsory bytes (d=64, fp16)"
+    roofs = [HARDWARE["H200"], h200_measured()]
     return {
         "generated/flash-bytes.md": bytes_table(),
         "generated/flash-masks.md": masks_table(),
@@ -240,6 +232,6 @@ def outputs() -> dict[str, str | bytes]:
         "generated/flash-sweep-configs.md": sweep_configs_table(),
         "generated/flash-exp-roof.md": exp_roof_table(),
         "figures/roofline-flash.svg": roofline_svg(
-            [HARDWARE["H200"], h200_measured()], figure_points(), head_dim=64, title=title
+            roofs, figure_points(), head_dim=64, title=title
         ),
     }

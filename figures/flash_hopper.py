@@ -40,8 +40,8 @@ def ablation_table() -> str:
         rows.append([f"{rec['n']:,}", yes(rec["causal"]), *cells])
     env = data["environment"]
     run = f"{env['device']}, torch {env['torch']}, Triton {env['triton']}, commit {env['commit']}"
-    table = markdown_table(["N", "causal", *(ABLATION[n] for n in names)], rows)
-    return f"{table}\n{run}, {env['date'][:10]}.\n"
+    header = ["N", "causal", *(ABLATION[n] for n in names)]
+    return markdown_table(header, rows, f"{run}, {env['date'][:10]}.")
 
 
 def ptxas_short(report: str | None) -> str:
@@ -68,7 +68,7 @@ def autows_table() -> str:
         rows.append([rec["target"], flag, tile, rec["num_warps"], result, ptxas])
     env = data["environment"]
     header = "target | warp_specialize=True | tile | warps | result | registers (sm_90)"
-    return markdown_table(header, rows) + f"\nTriton {env['triton']}, commit {env['commit']}.\n"
+    return markdown_table(header, rows, f"Triton {env['triton']}, commit {env['commit']}.")
 
 
 def outputs() -> dict[str, str | bytes]:

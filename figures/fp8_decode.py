@@ -40,8 +40,7 @@ def prediction() -> str:
         rows.append([c["name"], *cells, f"{c['flops'] / c['step']:.2f}", *times])
     header = "cache | bytes per token (one layer) | MiB per step | GFLOP per step"
     header += " | intensity (FLOP/B) | µs at the copy rate | M tokens/s at the copy rate"
-    caption = f"\nCopy rate: {bandwidth / 1e9:,.0f} GB/s.\n"
-    return markdown_table(f"{header} | vs 16-bit", rows) + caption
+    return markdown_table(f"{header} | vs 16-bit", rows, f"Copy rate: {bandwidth / 1e9:,.0f} GB/s.")
 
 
 def rounded(x: torch.Tensor, how: str) -> torch.Tensor:
@@ -68,8 +67,7 @@ def verb_qkv() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     model, tokens = verb_model()
     with torch.no_grad():
         model(tokens, attn=record)
-    q, k, v = (torch.stack(layers) for layers in zip(*seen, strict=True))
-    return q, k, v
+    return tuple(torch.stack(layers) for layers in zip(*seen, strict=True))
 
 
 def rms(t: torch.Tensor) -> float:
@@ -107,12 +105,10 @@ def accuracy() -> str:
         error = [f"{rms(got - want):.2e}", f"{(got - want).abs().max().item():.2e}"]
         rows.append([name, *error, f"{same} of {len(want)}"])
     top2 = want.topk(2, -1).values
-    margin = (top2[:, 0] - top2[:, 1]).min().item()
+    margin = f"smallest top-two margin {(top2[:, 0] - top2[:, 1]).min().item():.2f}"
     header = "cache | RMS logit error | largest logit error | next token as the float64 pass's"
-    caption = (
-        f"\nThe float64 pass's logits: RMS {rms(want):.1f}, smallest top-two margin {margin:.2f}.\n"
-    )
-    return f"{table}\n{markdown_table(header, rows)}{caption}"
+    caption = f"The float64 pass's logits: RMS {rms(want):.1f}, {margin}."
+    return f"{table}\n{markdown_table(header, rows, caption)}"
 
 
 def measured(data: dict) -> str:
@@ -128,8 +124,8 @@ def measured(data: dict) -> str:
     header = "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s"
     header += " | tokens/s vs 16-bit paged | largest error vs float32"
     run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
-    caption = f"\n{run}, {env['date']}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s.\n"
-    return markdown_table(header, rows) + caption
+    caption = f"{run}, {env['date']}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s."
+    return markdown_table(header, rows, caption)
 
 
 def roofline(data: dict) -> bytes:

@@ -96,7 +96,7 @@ def quality_table(data: dict, kv: dict, metric: str) -> str:
     rows = []
     for v in variants(data):
         by_column = [runs(data, v, kind, u) for kind, u, _ in columns(data)]
-        cells = [cell([r[metric] for r in rs]) if rs else "" for rs in by_column]
+        cells = [cell([r[metric] for r in rs]) for rs in by_column]
         rows.append([f"`{v}`", f"{per_token(kv)[v]:,}", *cells])
     header = ["variant", "KV bytes per token", *(label for _, _, label in columns(data))]
     return markdown_table(header, rows)
@@ -147,14 +147,11 @@ def quality_figure(data: dict, kv: dict) -> bytes:
     ups = data["recipe"]["uptrain_steps"]
     shades = {0: 1.0} | {u: 0.55 + 0.45 * i / max(1, len(ups) - 1) for i, u in enumerate(ups)}
     for offset, (kind, u, label) in zip((-0.09, -0.03, 0.03, 0.09), columns(data), strict=False):
-        xs, ys, lo, hi = [], [], [], []
-        for v in variants(data):
-            if losses := [r["heldout_loss"] for r in runs(data, v, kind, u)]:
-                mean = statistics.mean(losses)
-                xs.append(bytes_per_token[v] * 2**offset)
-                ys.append(mean)
-                lo.append(mean - min(losses))
-                hi.append(max(losses) - mean)
+        losses = [[r["heldout_loss"] for r in runs(data, v, kind, u)] for v in variants(data)]
+        xs = [bytes_per_token[v] * 2**offset for v in variants(data)]
+        ys = [statistics.mean(ls) for ls in losses]
+        lo = [y - min(ls) for y, ls in zip(ys, losses, strict=True)]
+        hi = [max(ls) - y for y, ls in zip(ys, losses, strict=True)]
         marker, colour = styles[kind]
         style = dict(fmt=marker + "-", color=colour, alpha=shades[u], capsize=3, linewidth=1)
         ax.errorbar(xs, ys, yerr=[lo, hi], label=label, **style)
@@ -167,7 +164,6 @@ def quality_figure(data: dict, kv: dict) -> bytes:
     ax.set_title("Fewer kv heads, smaller cache: held-out loss on unseen verbs")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, frameon=False)
-    fig.tight_layout()
     return svg(fig)
 
 

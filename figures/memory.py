@@ -41,13 +41,9 @@ def outputs() -> dict[str, str | bytes]:
         ax.barh(y, size, color=color, height=0.62, alpha=0.45)
         ax.text(1.3e5, y - 0.08, f"{name}: {amount}", va="center", fontsize=9, weight="bold")
         ax.text(1.3e5, y + 0.2, who, va="center", fontsize=8)
-    ax.set_xscale("log")
-    ax.set_xlim(1e5, 1e12)
-    ax.set_ylim(len(rows) - 0.5, -0.5)
-    ax.set_yticks([])
+    ax.set(xscale="log", xlim=(1e5, 1e12), ylim=(len(rows) - 0.5, -0.5), yticks=[])
     ax.set_xlabel("bytes on the whole H200 (log scale); faster and smaller toward the top")
     title = "The H200's memory hierarchy: what each level holds, and who shares it"
     ax.set_title(title, fontsize=10)
     hide_spines(ax, "top", "right", "left")
-    fig.tight_layout()
     return {"figures/memory-hierarchy.svg": svg(fig)}

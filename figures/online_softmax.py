@@ -23,14 +23,11 @@ def stream() -> list[float]:
 
 def trace(xs: list[float]) -> tuple[list[SoftmaxState], list[float]]:
     """The states (m^(j), l^(j)) after each element j, and the factors e^(m^(j-1) - m^(j))."""
-    states, alphas = [], []
-    state = SoftmaxState()  # (m^(0), l^(0)) = (-inf, 0)
+    states = [SoftmaxState()]  # (m^(0), l^(0)) = (-inf, 0)
     for x in xs:
-        new = state.push(x)
-        alphas.append(rescale_factor(state.m, new.m))
-        states.append(new)
-        state = new
-    return states, alphas
+        states.append(states[-1].push(x))
+    alphas = [rescale_factor(old.m, new.m) for old, new in zip(states, states[1:], strict=False)]
+    return states[1:], alphas
 
 
 def outputs() -> dict[str, str | bytes]:
@@ -50,9 +47,7 @@ def outputs() -> dict[str, str | bytes]:
     masked = r"masked, $x_j = -\infty$ (state unchanged)"
     ax_m.plot([MASKED], [low], "x", color="C3", markersize=7, label=masked)
     ax_m.set_ylabel("logit")
-    ax_m.legend(fontsize=8, loc="upper left")
     ax_m.set_title(f"Online softmax over a stream of {N} logits (seed {SEED})", fontsize=10)
-
     # Panel 2: the running sum l^(j), kept relative to m^(j), and the same sum relative to m^(N).
     running = r"running sum $l^{(j)} = \sum_{j' \leq j} e^{x_{j'} - m^{(j)}}$"
     ax_l.plot(idx, [s.l for s in states], "o-", color="C1", markersize=3.5, label=running)
@@ -63,19 +58,13 @@ def outputs() -> dict[str, str | bytes]:
     for k, j in enumerate(moved[1:]):
         ax_l.axvline(j, color="C0", alpha=0.15, linewidth=4, label=rescaled if k == 0 else None)
     ax_l.set_ylabel(r"$l$")
-    ax_l.legend(fontsize=8, loc="upper left")
-
     # Panel 3: the rescale factor applied to l (and to acc) at each step.
     ax_a.vlines(idx, 0.0, alphas, color="C0", linewidth=2)
     alpha = r"$\alpha^{(j)} = e^{m^{(j-1)} - m^{(j)}}$: 1 unless the max moves; 0 at $j = 1$"
     ax_a.plot(idx, alphas, "o", color="C0", markersize=3.5, label=alpha)
-    ax_a.set_ylim(-0.05, 1.45)
-    ax_a.set_yticks([0.0, 0.25, 0.5, 0.75, 1.0])
-    ax_a.set_ylabel(r"$\alpha^{(j)}$")
+    ax_a.set(ylim=(-0.05, 1.45), yticks=[0.0, 0.25, 0.5, 0.75, 1.0], ylabel=r"$\alpha^{(j)}$")
     ax_a.set_xlabel(r"element $j$ of the stream")
-    ax_a.legend(fontsize=8, loc="upper left")
-
     for ax in (ax_m, ax_l, ax_a):
+        ax.legend(fontsize=8, loc="upper left")
         ax.grid(True, alpha=0.3)
-    fig.tight_layout()
     return {"figures/online-softmax-state.svg": svg(fig)}

@@ -114,14 +114,11 @@ def window_table(data: dict) -> str:
 
 
 def prefill_table(data: dict) -> str:
-    cases: dict[tuple, dict] = {}
-    for r in data["prefill"]:
-        cases.setdefault((r["b"], r["ctx"], r["nq"], r["window"]), {})[r["impl"]] = r
-    rows = []
-    for (b, ctx, nq, w), recs in cases.items():
+    idx, rows = core.index(data["prefill"], ("b", "ctx", "nq", "window", "impl")), []
+    for b, ctx, nq, w in dict.fromkeys(k[:-1] for k in idx):  # the shapes, in the order measured
         name = f"B={b}, {nq:,} new tokens on a {ctx:,}-key context" + (f", W={w:,}" if w else "")
         impls = ("paged_bs16", "paged_bs64", "flash_attention")
-        rates = [recs[i].get("graph_tflops") for i in impls]
+        rates = [idx[(b, ctx, nq, w, i)]["graph_tflops"] for i in impls]
         rows.append([name, *map(fmt, rates), f"{rates[1] / rates[2]:.2f}"])
     header = "prefill (Hq=32, Hkv=8, d=128, fp16, causal) | ours, paged b=16 | ours, paged b=64"
     return markdown_table(f"{header} | Lab 02 (contiguous, TMA) | b=64 ÷ Lab 02", rows)
@@ -165,7 +162,6 @@ def figure(data: dict) -> bytes:
         sizes_axis(ax, ctxs, "context length (keys per sequence)")
     axes[0].set_ylabel("K/V bytes read per second (GB/s), CUDA-graph replay")
     axes[0].legend(fontsize=7, loc="upper left")
-    fig.tight_layout()
     return svg(fig)
 
 

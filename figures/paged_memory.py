@@ -27,8 +27,8 @@ def setup_table(data: dict) -> str:
     env, run = data["environment"], f"{data['requests']} requests per workload, seed {data['seed']}"
     header = "workload | what it is | prompt tokens (mean / max) | output tokens (mean / max)"
     header += " | contiguous reservation | KV budget (token slots)"
-    caption = f"\n{run}; Python {env['python']}, commit {env['commit']}, {env['date']}.\n"
-    return markdown_table(header, rows) + caption
+    caption = f"{run}; Python {env['python']}, commit {env['commit']}, {env['date']}."
+    return markdown_table(header, rows, caption)
 
 
 def results_table(data: dict) -> str:
@@ -93,18 +93,15 @@ def figure(data: dict) -> bytes:
     handles, labels = ax_use.get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=7, frameon=False)
     fig.suptitle("One KV budget: contiguous reservation against paging")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
-    return svg(fig)
+    return svg(fig, rect=(0, 0.12, 1, 1))
 
 
 def ops_table(data: dict) -> str:
     rows = []
-    for caching in (False, True):
-        results = [r for r in data["results"] if r["prefix_caching"] == caching]
-        for r in sorted(results, key=lambda r: r["live"]):
-            ns = (r["allocate_ns"], r["append_slot_ns"])
-            times = [cell for t in ns for cell in (f"{t / 1e3:.2f}", f"{1e9 / t:,.0f}")]
-            rows.append([f"{r['live']:,}", "on" if caching else "off", *times])
+    for r in sorted(data["results"], key=lambda r: (r["prefix_caching"], r["live"])):
+        ns = (r["allocate_ns"], r["append_slot_ns"])
+        times = [cell for t in ns for cell in (f"{t / 1e3:.2f}", f"{1e9 / t:,.0f}")]
+        rows.append([f"{r['live']:,}", "on" if r["prefix_caching"] else "off", *times])
     header = "live sequences | prefix caching | allocate (µs) | allocate per s | append_slot (µs)"
     return markdown_table(f"{header} | append_slot per s", rows)
 

@@ -11,23 +11,20 @@ TILES = 4  # key tiles per work item
 COLORS = {"S": "#4f7cac", "PV": "#5b8e7d", "softmax": "#f4a259", "rescale": "#bc4b51"}
 
 
-def schedule(tiles: int = TILES) -> list[tuple[str, str, float, float, str]]:
+def schedule() -> list[tuple[str, str, float, float, str]]:
     """[(row, kind, start, end, label)]: rows 'WG0', 'WG1' and 'tensor cores'."""
     events: list[tuple[str, str, float, float, str]] = []
     tc_free = 0.0
     turn = {0: 0.0, 1: float("inf")}  # when each warpgroup may next issue; WG0 goes first
     ready = {0: 0.0, 1: 0.0}  # when each warpgroup's threads are free
     step = {0: -1, 1: -1}  # the last tile whose S the warpgroup issued, -1 before the prologue
-    while min(step.values()) < tiles:
+    while min(step.values()) < TILES:
         # the warpgroup holding the turn issues next
-        wg = min((w for w in (0, 1) if step[w] < tiles), key=lambda w: turn[w])
+        wg = min((w for w in (0, 1) if step[w] < TILES), key=lambda w: turn[w])
         issue = max(turn[wg], ready[wg])
         t = step[wg]  # issue S_{t+1} (none after the last tile) and P~_t V_t (none before t = 0)
-        products = []
-        if t + 1 < tiles:
-            products.append(("S", f"S{t + 1}"))
-        if t >= 0:
-            products.append(("PV", f"PV{t}"))
+        products = [("S", f"S{t + 1}")] if t + 1 < TILES else []
+        products += [("PV", f"PV{t}")] if t >= 0 else []
         ends = {}
         for kind, label in products:
             start = max(issue, tc_free)
@@ -35,7 +32,7 @@ def schedule(tiles: int = TILES) -> list[tuple[str, str, float, float, str]]:
             ends[kind] = tc_free
             events.append(("tensor cores", kind, start, tc_free, f"{label} (WG{wg})"))
             events.append((f"WG{wg}", "issued", issue, issue, label))
-        if step[1 - wg] < tiles:  # hand the turn to the other warpgroup, unless it is done
+        if step[1 - wg] < TILES:  # hand the turn to the other warpgroup, unless it is done
             turn[wg], turn[1 - wg] = float("inf"), issue
         free = issue
         if "S" in ends:  # wait for S_{t+1} only, then its softmax while P~_t V_t runs
@@ -67,8 +64,7 @@ def _check(events) -> None:
 def outputs() -> dict[str, str | bytes]:
     events = schedule()
     fig, ax = plt.subplots(figsize=(10, 3.2))
-    rows = ["WG0", "WG1", "tensor cores"]
-    y = {r: len(rows) - 1 - i for i, r in enumerate(rows)}
+    y = {"WG0": 2, "WG1": 1, "tensor cores": 0}  # the rows, top to bottom
     for row, kind, s, e, label in events:
         if kind == "issued":
             ax.plot([s, s], [y[row] - 0.38, y[row] + 0.38], color="black", lw=0.8)
@@ -77,8 +73,7 @@ def outputs() -> dict[str, str | bytes]:
         if label:
             ink = "white" if kind != "softmax" else "black"
             write(ax, (s + e) / 2, y[row], label.replace(" (", "\n("), 6.5, color=ink)
-    names = ["consumer WG0", "consumer WG1", "tensor cores"]
-    ax.set_yticks([y[r] for r in rows], names, fontsize=8)
+    ax.set_yticks(list(y.values()), ["consumer WG0", "consumer WG1", "tensor cores"], fontsize=8)
     end = max(e for *_, e, _ in events)
     ax.set(xlim=(0, end + 0.1), xlabel="time (schedule units: one product = 1; not measured)")
     ax.xaxis.label.set_fontsize(8)
@@ -91,5 +86,4 @@ def outputs() -> dict[str, str | bytes]:
     handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
     legend_below(ax, handles, 0.3, fontsize=7, ncol=5)
     hide_spines(ax, "top", "right")
-    fig.tight_layout()
     return {"figures/hopper-pingpong-schedule.svg": svg(fig)}

@@ -69,5 +69,4 @@ def outputs() -> dict[str, str | bytes]:
     key = f"Green: the blocks B finds in the cache ({s['common'] * BLOCK_SIZE} tokens), shared "
     key += "with A; orange: full blocks whose names differ, each computed by its own prompt; grey: "
     write(ax, 6.1, -0.8, key + "partial blocks, never named.", 7.5, va="baseline")
-    fig.tight_layout()
     return {"figures/prefix-hash-chain.svg": svg(fig)}

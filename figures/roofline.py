@@ -4,13 +4,8 @@ minimodel.roofline and minimodel.ceilings, with the H200's measured roofs."""
 import itertools
 
 from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg, share
+from minimodel import roofline as r
 from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, exp_roof
-from minimodel.roofline import (
-    attention_flops,
-    attention_min_bytes,
-    decoder_layer_costs,
-    naive_attention_bytes,
-)
 from minimodel.roofline_plot import RooflinePoint
 
 B, H, D = 1, 16, 64  # the synthetic shape of the N=64 / N=2048 anchors
@@ -21,7 +16,7 @@ CC90 = f"{GUIDE}, compute capability 9.0"
 def decode_costs_table() -> str:
     rows = []
     for context, batch, hkv in itertools.product((512, 4096, 32768), (1, 64), (32, 8)):
-        c = decoder_layer_costs(4096, 32, hkv, context, batch=batch)
+        c = r.decoder_layer_costs(4096, 32, hkv, context, batch=batch)
         heads = "MHA" if hkv == 32 else f"GQA ({hkv} kv heads)"
         cells = [f"{c.attn_flops / c.proj_flops:.2f}", f"{c.weight_bytes / 2**20:.0f} MiB"]
         kv = [f"{c.kv_bytes / 2**20:,.0f} MiB", f"{c.kv_bytes / (c.kv_bytes + c.weight_bytes):.0%}"]
@@ -32,10 +27,11 @@ def decode_costs_table() -> str:
 
 def naive_points() -> list[tuple[str, int, float, float]]:
     """(label, N, flops, bytes) for naive and compulsory traffic at N=64 and 2048."""
+    counts = {"naive": r.naive_attention_bytes, "compulsory": r.attention_min_bytes}
     return [
-        (label, n, attention_flops(B, H, n, n, D), count(B, H, H, n, n, D))
+        (label, n, r.attention_flops(B, H, n, n, D), count(B, H, H, n, n, D))
         for n in (64, 2048)
-        for label, count in (("naive", naive_attention_bytes), ("compulsory", attention_min_bytes))
+        for label, count in counts.items()
     ]
 
 

@@ -88,5 +88,4 @@ def outputs() -> dict[str, str | bytes]:
     strips += "(seeded random keys and values), blue negative, red positive; white ticks mark the "
     strips += "key tiles."
     fig.text(0.5, 0.01, strips, ha="center", fontsize=7)
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    return {"figures/split-kv-merge.svg": svg(fig)}
+    return {"figures/split-kv-merge.svg": svg(fig, rect=(0, 0.03, 1, 1))}

@@ -73,16 +73,14 @@ def figure(causal: bool, window: int | None) -> bytes:
     if window:
         ax.plot(left, rows, color="black", lw=1, ls="--")
     ax.set(xlim=(0, NK), ylim=(NQ, 0), xlabel="key position j", ylabel="query row i")
-    ax.set(xticks=range(0, NK + 1, BLOCK_N), yticks=[*range(0, NQ, BLOCK_M), NQ])
+    ax.set(xticks=range(0, NK + 1, BLOCK_N), yticks=[*range(0, NQ, BLOCK_M), NQ], aspect="equal")
     ax.tick_params(labelsize=7)
-    ax.set_aspect("equal")
     mask = f"causal, window $W$ = {window}" if window else "causal"
     title = f"{mask}: $N_q$ = {NQ}, $N_k$ = {NK}, BLOCK_M = {BLOCK_M}, BLOCK_N = {BLOCK_N}"
     ax.set_title(title, fontsize=10)
     handles = [Patch(facecolor=COLORS[r], label=LEGEND[r]) for r in RUNS if window or r != "edge"]
     handles.append(Patch(facecolor="black", alpha=0.16, label="visible pairs (reference mask)"))
     legend_below(ax, handles, 0.14, fontsize=7.5, ncol=2)
-    fig.tight_layout()
     return svg(fig)
 
 

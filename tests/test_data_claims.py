@@ -549,6 +549,12 @@ def bench() -> tuple[dict, dict]:
     return data, fbench.index(data["records"])
 
 
+def spreads(data: dict) -> list[float]:
+    """Relative difference between the two timing rounds of every measurement, sorted."""
+    runs = [r["ms_runs"] for r in data["records"] if len(r.get("ms_runs", [])) == 2]
+    return sorted(abs(a - b) / min(a, b) for a, b in runs)
+
+
 def bench_rate(key: tuple, impl: str) -> float | None:
     from figures import bench as fbench
 
@@ -562,17 +568,15 @@ def grid_points() -> list[tuple]:
     return [
         fbench.grid_key(dtype, d, n, causal)
         for dtype in ("float16", "bfloat16")
-        for d in fbench.grid_dims(data)
+        for d in fbench.grid_values(data, "d")
         for causal in (False, True)
-        for n in fbench.grid_lengths(data)
+        for n in fbench.grid_values(data, "n")
     ]
 
 
 @pytest.mark.parametrize("rel", [RESULTS, LAB02])
 def test_bench_environment_stated(rel):
     """The runs that own records, the spread between timing rounds and the machine's ceilings."""
-    from figures import bench as fbench
-
     data = bench()[0]
     used = {r.get("run", 0) for r in data["records"]}
     runs = [r for i, r in enumerate(data["runs"]) if i in used]
@@ -580,7 +584,7 @@ def test_bench_environment_stated(rel):
     assert [r["groups"] for r in runs] == [["fa2"], ["d256", "gqa", "window"]], runs
     assert envs == {("2.11.0+cu130", "3.6.0", "2026-11-30")}, envs
     assert data["timing"].startswith("triton.testing.do_bench median per round, L2 flushed")
-    spread, ceil = fbench.spreads(data), data["ceilings"]
+    spread, ceil = spreads(data), data["ceilings"]
     stated(
         rel,
         f"Measured on an {data['environment']['device']} in two runs of `bench.attention`, each "
@@ -674,9 +678,7 @@ def test_bench_exp_roof_inputs_stated(rel):
 
 def median_spread() -> float:
     """The median relative difference between a measurement's two timing rounds."""
-    from figures import bench as fbench
-
-    spread = fbench.spreads(bench()[0])
+    spread = spreads(bench()[0])
     return spread[len(spread) // 2]
 
 
