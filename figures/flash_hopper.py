@@ -1,5 +1,6 @@
 """Lab 02 part 2's tables: the drafts (data/flash-hopper-drafts-h200.json), the ablation
-(data/flash-hopper-ablation-h200.json) and Triton's warp specialisation (data/autows-probe.json)."""
+(data/flash-hopper-ablation-h200.json) and Triton's warp specialisation (data/autows-probe.json);
+Lab 03 part 2's table of the measurements behind `minimodel.attention`'s kernel choice."""
 
 import re
 
@@ -44,6 +45,56 @@ def ablation_table() -> str:
     return markdown_table(header, rows, f"{run}, {env['date'][:10]}.")
 
 
+HOPPER_RULE = "Hopper, fp16/bf16, d ≤ 128: the Hopper kernel"
+
+
+def span(values) -> str:
+    return f"{min(values):,} to {max(values):,}"
+
+
+def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
+    """Per rule of minimodel.attention._forward and shape class: (rule, shapes, timing, data
+    file, the picked kernel's rate over Lab 02's at every point of the file where both ran)."""
+    from figures import bench as fb
+    from figures import paged_decode as fp
+
+    idx = fp.index(fp.load()["decode"])
+    pairs = [(r, idx.get((*k[:-1], "flash_attention"))) for k, r in idx.items()]
+    pairs = [
+        (ours, lab02) for ours, lab02 in pairs if ours["impl"] == "contiguous" and fp.rate(lab02)
+    ]
+    ratios = [fp.rate(ours) / fp.rate(lab02) for ours, lab02 in pairs]
+    shapes = f"decode, B = {span([ours['b'] for ours, _ in pairs])}, contiguous cache"
+    rule = "one query row (decode): the decode kernel"
+    rows = [(rule, shapes, "graph", "bench-paged-decode-h200.json", ratios)]
+    ablation = load("flash-hopper-ablation-h200.json")["records"]
+    ratios = [r["hopper"]["tflops"] / r["lab02"]["tflops"] for r in ablation]
+    shapes = f"d = 128, fp16, N = {span([r['n'] for r in ablation])}, causal or not"
+    rows.append((HOPPER_RULE, shapes, "graph", "flash-hopper-ablation-h200.json", ratios))
+    grid = fb.index(fb.load()["records"])  # the forward grid (eager do_bench), keys as fb.FIELDS
+    for d in sorted({k[2] for k in grid}, reverse=True):
+        keys = [k[:-1] for k in grid if k[2] == d and k[-1] == "minimodel"]
+        keys = [k for k in keys if fb.rate(grid, k, "minimodel_hopper")]
+        if keys:  # the Hopper kernel takes d <= 128 only
+            dtypes = " and ".join(sorted({k[1] for k in keys}))
+            shapes = f"d = {d}, {dtypes}, N = {span([k[3] for k in keys])}"
+            ratios = [
+                fb.rate(grid, k, "minimodel_hopper") / fb.rate(grid, k, "minimodel") for k in keys
+            ]
+            rows.append((HOPPER_RULE, shapes, "eager", "bench-attention-h200.json", ratios))
+    return rows
+
+
+def dispatch_table() -> str:
+    rows = []
+    for rule, shapes, timing, file, ratios in dispatch_evidence():
+        spread = f"{min(ratios):.2f} to {max(ratios):.2f}"
+        slower = sum(x < 1 for x in ratios)
+        rows.append([rule, shapes, f"`data/{file}`", timing, len(ratios), spread, slower])
+    header = "rule | shape class | data | timing | points | picked ÷ Lab 02 | points slower"
+    return markdown_table(header, rows)
+
+
 def ptxas_short(report: str | None) -> str:
     """'255 regs, 88 B spilled' from ptxas's -v lines; '–' where ptxas did not run."""
     if not report:
@@ -76,4 +127,5 @@ def outputs() -> dict[str, str | bytes]:
         "generated/hopper-drafts.md": drafts_table(),
         "generated/hopper-ablation.md": ablation_table(),
         "generated/hopper-autows.md": autows_table(),
+        "generated/attention-dispatch.md": dispatch_table(),
     }

@@ -1445,6 +1445,31 @@ def test_fp8_decode_measured_stated():
     stated(LAB03B, f"the same shape at {share['fp16_paged']:.0%} of the copy rate in this run")
 
 
+def test_dispatch_rules_follow_the_graph_timed_data():
+    """Lab 03 part 2: every rule of minimodel.attention picks the faster kernel wherever the
+    committed data is graph-timed; the eager exceptions are the short points the page names."""
+    from figures.flash_hopper import dispatch_evidence
+
+    rows = dispatch_evidence()
+    graph = [ratios for _, _, timing, _, ratios in rows if timing == "graph"]
+    assert graph and all(min(ratios) > 1 for ratios in graph)
+    slower = sum(x < 1 for _, _, timing, _, ratios in rows if timing == "eager" for x in ratios)
+    stated(LAB03B, f"The eager forward grid has Lab 02's kernel ahead at {slower} points, all "
+                   "short")
+    grid = {}
+    for rec in json.loads((ROOT / "data" / "bench-attention-h200.json").read_text())["records"]:
+        point = tuple(rec[f] for f in ("group", "dtype", "b", "hq", "hkv", "n", "d", "causal"))
+        grid.setdefault((*point, rec["window"]), {})[rec["impl"]] = rec.get("tflops")
+    behind = sorted({(k[6], k[5], k[7]) for k, v in grid.items()
+                     if v.get("minimodel_hopper") and v.get("minimodel")
+                     and v["minimodel_hopper"] < v["minimodel"]})
+    assert behind == [(64, 512, False), (64, 512, True), (64, 1024, True), (128, 512, True)]
+    ablation = json.loads((ROOT / "data" / "flash-hopper-ablation-h200.json").read_text())
+    short = next(r for r in ablation["records"] if (r["n"], r["causal"]) == (512, True))
+    stated(LAB03B, f"\\(N = 512\\) causal at \\(d = 128\\), has the Hopper kernel ahead "
+                   f"({short['hopper']['tflops'] / short['lab02']['tflops']:.2f})")
+
+
 def test_launch_costs_stated():
     """Lab 03 part 2: most of a Triton launch's host time is the JIT's Python; launch saves a
     third of it, and its key by classes costs less than Triton's per-argument function."""
