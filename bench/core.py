@@ -74,15 +74,30 @@ def environment(**extra: object) -> dict:
     }
 
 
+def _at_least_one(text: str) -> int:
+    """--rounds: an int >= 1 (no round would time nothing and fail after the GPU work)."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return int(text)
+
+
 def arguments(
-    doc: str, out: Path | None = None, *, required: bool = True, **flags: str
+    doc: str,
+    out: Path | None = None,
+    *,
+    required: bool = True,
+    rounds: int | None = None,
+    **flags: str,
 ) -> argparse.ArgumentParser:
     """A benchmark's command line: its docstring as help, --out (required unless a default is
-    given or `required` is false) and each of `flags` (name: help) as a switch."""
+    given or `required` is false), --rounds (timing rounds, when a default is given) and each of
+    `flags` (name: help) as a switch."""
     parser = argparse.ArgumentParser(
         description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--out", type=Path, default=out, required=required and out is None)
+    if rounds is not None:
+        parser.add_argument("--rounds", type=_at_least_one, default=rounds)
     for name, text in flags.items():
         parser.add_argument(f"--{name}", action="store_true", help=text)
     return parser

@@ -52,9 +52,7 @@ def cache() -> SimpleNamespace:
 
 
 def main() -> None:
-    parser = arguments(__doc__)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(__doc__, rounds=3).parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains its choices
     t0 = time.time()
     c = cache()

@@ -92,9 +92,7 @@ def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:
 
 
 def main() -> None:
-    parser = arguments(__doc__)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = arguments(__doc__, rounds=3).parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains its choices
     t0 = time.time()
     shapes = [dict(zip(("b", "ctx", "hq"), s, strict=True)) | {"hkv": HKV, "d": D} for s in SHAPES]

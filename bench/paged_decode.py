@@ -239,9 +239,8 @@ def sweep(out, quick: bool = False) -> None:
 
 
 def main() -> None:
-    parser = arguments(__doc__, quick="a few shapes (a smoke run)", sweep="tile sweep only")
-    parser.add_argument("--rounds", type=int, default=2)
-    args = parser.parse_args()
+    flags = {"quick": "a few shapes (a smoke run)", "sweep": "tile sweep only"}
+    args = arguments(__doc__, rounds=2, **flags).parse_args()
     warnings.filterwarnings("ignore", category=UserWarning)  # SDPA explains every refusal
     t0 = time.time()
     if args.sweep:

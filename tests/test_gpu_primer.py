@@ -43,12 +43,25 @@ def test_launch_keeps_tritons_specialisation():
     assert not kernels._DIRECT or len(keys) == 4
 
 
-def test_launch_caches_by_specialisation(monkeypatch):
-    """launch's cache on any machine, with a stand-in kernel whose JIT call and compiled launcher
-    record what they are given (the GPU tests around it run the real ones)."""
+@pytest.fixture
+def direct_launch(monkeypatch):
+    """launch's direct path on any machine: device 0, stream 7, Triton's base backend for the
+    key, an empty cache; the test's stand-in kernel does the rest."""
     from types import SimpleNamespace
 
     from triton.backends.compiler import BaseBackend
+
+    gpu = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
+    monkeypatch.setattr(kernels, "_DIRECT", True)
+    monkeypatch.setattr(kernels, "_COMPILED", {})
+    monkeypatch.setattr(kernels, "_backend", lambda device: BaseBackend)
+    monkeypatch.setattr(kernels, "driver", SimpleNamespace(active=gpu))
+
+
+def test_launch_caches_by_specialisation(direct_launch):
+    """launch's cache on any machine, with a stand-in kernel whose JIT call and compiled launcher
+    record what they are given (the GPU tests around it run the real ones)."""
+    from types import SimpleNamespace
 
     calls = []
 
@@ -66,11 +79,6 @@ def test_launch_caches_by_specialisation(monkeypatch):
         def __getitem__(self, grid):
             return lambda *args, **meta: calls.append(("jit", args, meta)) or Compiled()
 
-    gpu = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
-    monkeypatch.setattr(kernels, "_DIRECT", True)
-    monkeypatch.setattr(kernels, "_COMPILED", {})
-    monkeypatch.setattr(kernels, "_backend", lambda device: BaseBackend)
-    monkeypatch.setattr(kernels, "driver", SimpleNamespace(active=gpu))
     kernel, x = Kernel(), torch.zeros(64)
     for args, block in [((x, 17), 4), ((x, 17), 4), ((x, 18), 4), ((x, 16), 4), ((x, 1), 4),
                         ((x[1:], 17), 4), ((x, 17), 8)]:
@@ -113,12 +121,10 @@ def test_launch_key_is_never_coarser_than_tritons():
         assert not (o and o2) or (c == c2) == (t == t2), (c, c2, t, t2)
 
 
-def test_launch_key_does_not_grow_with_a_length(monkeypatch):
+def test_launch_key_does_not_grow_with_a_length(direct_launch):
     """A do_not_specialize int (a decode step's context length) takes three classes while it
     fits in an i32: 1,000 lengths, three entries."""
     from types import SimpleNamespace
-
-    from triton.backends.compiler import BaseBackend
 
     class Compiled:
         function = packed_metadata = None
@@ -134,11 +140,6 @@ def test_launch_key_does_not_grow_with_a_length(monkeypatch):
         def __getitem__(self, grid):
             return lambda *args, **meta: Compiled()
 
-    gpu = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 7)
-    monkeypatch.setattr(kernels, "_DIRECT", True)
-    monkeypatch.setattr(kernels, "_COMPILED", {})
-    monkeypatch.setattr(kernels, "_backend", lambda device: BaseBackend)
-    monkeypatch.setattr(kernels, "driver", SimpleNamespace(active=gpu))
     kernel, x = Kernel(), torch.zeros(64)
     for n_k in range(1000):
         kernels.launch(kernel, (1,), x, n_k, BLOCK=64)
