@@ -1,8 +1,9 @@
 """The split decode's merge folded into the decode kernel (one launch a call) against the
 two-launch merge, and SDPA-cuDNN, on the same inputs (Lab 03 part 2, "Merging the splits"):
 host, GPU (graph replay) and eager time per call (bench.core.call_costs) of `minimodel.attention`
-and `decode_contiguous` with the fold on and off, at bench.host_path's decode shape with 4k and
-32k keys; first, the largest differences of the two merges over 20 fresh inputs.
+and `decode_contiguous` with the fold on and off, at bench.host_path's decode shape with 4k, 32k
+and 128k keys (FOLD_MAX_KV_BYTES lies between the last two); first, the largest differences of
+the two merges over 20 fresh inputs.
 
     MINIMODEL_COMMIT=<hash> python -m bench.fold_merge --out data/fold-merge-h200.json
 """
@@ -84,7 +85,7 @@ def warm_up() -> None:
 def main() -> None:
     args = arguments(__doc__).parse_args()
     warm_up()
-    cases = [case(n) for n in (4096, 32768)]
+    cases = [case(n) for n in (4096, 32768, 131072)]
     save(args.out, {"environment": environment(), "cases": cases})
 
 

@@ -987,10 +987,13 @@ def decode_contiguous(
 # The split decode's merge: folded into the decode kernel (its last program per (sequence, kv
 # head, chunk) merges, one launch per call) or a second kernel, _merge_splits (two launches).
 # Both run the same _merge_row. Measured (data/fold-merge-h200.json, B = 1, GQA 32/8): the fold
-# saves the host a launch but costs GPU time. None folds when the host's time is spent at every
-# call (eager) and not in a CUDA graph capture, whose replays cost no host time per launch.
-# True or False forces one path (benchmarks, tests).
+# saves the host a launch but costs GPU time. None folds where the host's time is what an eager
+# call waits for: not in a CUDA graph capture (its replays cost no host time per launch), and
+# not when the call reads more than FOLD_MAX_KV_BYTES of K/V, about 60 µs at the H200's copy
+# rate, as long as the host path of a decode call: past it the GPU time shows and the fold's
+# share of it is lost. True or False forces one path (benchmarks, tests).
 FOLD_MERGE: bool | None = None
+FOLD_MAX_KV_BYTES = 256 * 2**20
 MERGE_BLOCK_S = 16  # splits per step of the merge's loops
 
 
@@ -1007,17 +1010,19 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     v_scale) with 8-bit pools (paged only).
     `fold_merge` (default FOLD_MERGE): merge the splits in the decode kernel's last program
     per (sequence, kv head, chunk), one launch, or in _merge_splits, a second launch; None:
-    fold unless a CUDA graph is being captured."""
+    fold unless a CUDA graph is being captured or the call reads more than FOLD_MAX_KV_BYTES."""
     paged = block_tables is not None
-    fold = FOLD_MERGE if fold_merge is None else fold_merge
-    if fold is None:
-        fold = not (q.is_cuda and torch.cuda.is_current_stream_capturing())
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
-    cfg = decode_config(head_dim, k.element_size())  # the pools' bytes, not q's
+    elem = k.element_size()
+    cfg = decode_config(head_dim, elem)  # the pools' bytes, not q's
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
+    fold = FOLD_MERGE if fold_merge is None else fold_merge
+    if fold is None:  # K and V's bytes bound the call's GPU time: fold while it is short
+        fold = (2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES
+                and not (q.is_cuda and torch.cuda.is_current_stream_capturing()))
     group = hq // n_kv_heads
     block_g, chunks = group_rows(group)
     if num_splits is None:
