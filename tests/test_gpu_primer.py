@@ -58,6 +58,14 @@ def direct_launch(monkeypatch):
     monkeypatch.setattr(kernels, "driver", SimpleNamespace(active=gpu))
 
 
+def stand_in_launcher(launch, scratch: int = 0):
+    """A compiled kernel's launcher as Triton 3.6 builds it, around a stand-in C launcher."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(launch=launch, global_scratch_size=scratch, profile_scratch_size=0,
+                           launch_cooperative_grid=False, launch_pdl=False)
+
+
 def test_launch_caches_by_specialisation(direct_launch):
     """launch's cache on any machine, with a stand-in kernel whose JIT call and compiled launcher
     record what they are given (the GPU tests around it run the real ones)."""
@@ -67,9 +75,7 @@ def test_launch_caches_by_specialisation(direct_launch):
 
     class Compiled:
         function, packed_metadata = "function", "metadata"
-
-        def run(self, *args):
-            calls.append(("launcher", args))
+        run = stand_in_launcher(lambda *args: calls.append(("launcher", args)))
 
     class Kernel:  # x, n, then BLOCK: tl.constexpr
         params = [SimpleNamespace(name=name, is_constexpr=name == "BLOCK")
@@ -85,7 +91,8 @@ def test_launch_caches_by_specialisation(direct_launch):
         kernels.launch(kernel, (2,), *args, BLOCK=block)
     # a new key for n % 16 == 0, n == 1, an unaligned x and another constexpr; 18 is 17's class
     assert [c[0] for c in calls] == ["jit", "launcher", "launcher", "jit", "jit", "jit", "jit"]
-    assert calls[1][1] == (2, 1, 1, 7, "function", "metadata", None, None, None, x, 17, 4)
+    assert calls[1][1] == (2, 1, 1, 7, "function", False, False, None, None, "metadata", None,
+                           None, None, x, 17, 4)
     assert calls[2][1][-2:] == (18, 4)
     with pytest.raises(TypeError, match="every constexpr by name"):
         kernels.launch(kernel, (1,), x, 5, 4)
@@ -128,9 +135,7 @@ def test_launch_key_does_not_grow_with_a_length(direct_launch):
 
     class Compiled:
         function = packed_metadata = None
-
-        def run(self, *args):
-            pass
+        run = stand_in_launcher(lambda *args: None)
 
     class Kernel:  # x, n_k (do_not_specialize), then BLOCK: tl.constexpr
         params = [SimpleNamespace(name="x", is_constexpr=False, do_not_specialize=False),
@@ -144,6 +149,96 @@ def test_launch_key_does_not_grow_with_a_length(direct_launch):
     for n_k in range(1000):
         kernels.launch(kernel, (1,), x, n_k, BLOCK=64)
     assert len(kernels._COMPILED) == 3  # n_k = 1, a multiple of 16, any other
+
+
+def test_launch_encodes_tma_arguments_itself(direct_launch, monkeypatch):
+    """A TmaArg's class is its dtype, tile and layout (not its base, shape or strides); the
+    JIT gets Gluon's TensorDescriptor, the direct path the descriptor encoded and expanded as
+    Triton's wrapper expands it; a kernel that needs scratch memory stays with the JIT."""
+    from types import SimpleNamespace
+
+    import triton.experimental.gluon.language as gl
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    calls, filled = [], []
+
+    def fill(ptr, swizzle, elem_size, dtype, block, shape, strides, padding):
+        filled.append((ptr, swizzle, elem_size, dtype, block, shape, strides, padding))
+        return "map"
+
+    monkeypatch.setattr(kernels.driver.active, "utils", SimpleNamespace(fill_tma_descriptor=fill),
+                        raising=False)
+
+    def c_launcher(*args):
+        calls.append(("launcher", args))
+
+    def closure(launcher):  # Triton's wrapper: its C launcher in a closure
+        return lambda *args: launcher(*args)
+
+    meta = {"swizzle": 128, "elem_size": 2, "elem_type": 1, "block_size": [1, 1, 64, 64],
+            "fp4_padded": False}
+
+    def compiled(scratch):
+        return SimpleNamespace(function="function", packed_metadata="metadata",
+                               metadata=SimpleNamespace(tensordesc_meta=[meta]),
+                               run=stand_in_launcher(closure(c_launcher), scratch))
+
+    class Kernel:  # desc, n, then BLOCK: tl.constexpr
+        params = [SimpleNamespace(name=name, is_constexpr=name == "BLOCK")
+                  for name in ("desc", "n", "BLOCK")]
+        fn = _scale_kernel.fn
+        scratch = 0
+
+        def __getitem__(self, grid):
+            def jit(*args, **meta):
+                calls.append(("jit", args))
+                return compiled(self.scratch)
+            return jit
+
+    layout = gl.NVMMASharedLayout.get_default_for([1, 64], gl.float16)
+    x, y = torch.zeros(4, 64, dtype=torch.float16), torch.zeros(8, 64, dtype=torch.float16)
+    a = kernels.TmaArg(x, [4, 64], [64, 1], [1, 64], layout)
+    b = kernels.TmaArg(y, [8, 64], [64, 1], [1, 64], layout)  # another base and shape: one class
+    kernel = Kernel()
+    for arg in (a, a, b):
+        kernels.launch(kernel, (1,), arg, 17, BLOCK=4)
+    assert [c[0] for c in calls] == ["jit", "launcher", "launcher"]
+    assert type(calls[0][1][0]) is TensorDescriptor and calls[0][1][0].base is x
+    assert calls[2][1][13:] == ("map", 8, 64, 64, 1, 17, 4)
+    assert filled[1] == (y.data_ptr(), 128, 2, kernels_host_dtype(1), [1, 1, 64, 64], [8, 64],
+                         [64, 1], 0)
+    swizzle64 = gl.NVMMASharedLayout(swizzle_byte_width=64, element_bitwidth=16, rank=2)
+    other = kernels.TmaArg(x, [4, 64], [64, 1], [1, 64], swizzle64)  # another layout: a new key
+    kernels.launch(kernel, (1,), other, 17, BLOCK=4)
+    assert calls[-1][0] == "jit"
+    kernel.scratch, calls[:] = 64, []  # scratch memory: Triton's wrapper allocates it, so the JIT
+    kernels._COMPILED.clear()
+    for _ in range(2):
+        kernels.launch(kernel, (1,), a, 17, BLOCK=4)
+    assert [c[0] for c in calls] == ["jit", "jit"]
+
+
+def kernels_host_dtype(device_dtype: int) -> int:
+    from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+    return TMA_DTYPE_DEVICE_TO_HOST[device_dtype]
+
+
+@pytest.mark.gpu
+def test_launch_runs_the_hopper_kernel_directly():
+    """Calls after the first of a shape class take the direct path, each with its own inputs
+    (new bases, lengths, descriptors encoded anew), and match the reference."""
+    from minimodel.attention_flash_hopper import _attn_fwd_ws, flash_attention_hopper
+    from minimodel.reference import attention_ref
+
+    if kernels.capability(torch.device("cuda"))[0] != 9:
+        pytest.skip("flash_attention_hopper needs compute capability 9.x")
+    for n in (300, 300, 517, 300):
+        q, k, v = (torch.randn(2, 4, n, 64, dtype=torch.float16, device="cuda") for _ in "qkv")
+        got = flash_attention_hopper(q, k, v, causal=True)
+        want = attention_ref(q.double(), k.double(), v.double(), causal=True)
+        torch.testing.assert_close(got.double(), want, atol=2e-3, rtol=2e-3)
+    hits = [h for key, h in kernels._COMPILED.items() if key[0] == id(_attn_fwd_ws)]
+    assert hits and all(h[4] is not None and len(h[4][3]) == 4 for h in hits)
 
 
 @pytest.mark.gpu

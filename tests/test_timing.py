@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
+from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us, host_times_us
 
 
 # ~/~ begin <<docs/gpu-primer.md#timing-tests>>[init]
@@ -40,6 +40,21 @@ def test_a_streaming_kernel_and_one_launch_time_as_expected():
     assert 0.5e12 < rate < 6e12, rate
     assert 0 < host_us < 1000, host_us
     assert eager_us >= 0.9 * max(host_us, gpu_ms * 1e3), (eager_us, host_us, gpu_ms)
+
+
+@pytest.mark.gpu
+def test_calls_timed_in_turns():
+    """Two calls timed in turns come back by name; a call that launches twice as often costs
+    the host more, within one run."""
+    x = torch.ones(1024, device="cuda")
+    one = lambda: x.add_(1)  # noqa: E731
+    two = lambda: (x.add_(1), x.add_(1))  # noqa: E731
+    got = host_times_us({"one": one, "two": two})
+    assert set(got) == {"one", "two"} and 0 < got["one"] < got["two"], got
+    with pytest.raises(TypeError, match="non-empty dict"):
+        host_times_us({})
+    with pytest.raises(TypeError, match="fn must be a callable"):
+        host_times_us({"x": 3})
 
 
 @pytest.mark.gpu

@@ -18,7 +18,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 from triton.language.core import _aggregate as aggregate
 from triton.language.core import base_value
 from triton.runtime.jit import constexpr_function
@@ -27,6 +26,7 @@ from minimodel.kernels import (
     INTERPRET,
     LN2,
     LOG2E,
+    TmaArg,
     capability,
     cdiv,
     check_forward_only,
@@ -387,10 +387,10 @@ def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: i
         )
 
 
-def _descriptor(t: torch.Tensor, rows: int, head_dim: int) -> GluonTensorDescriptor:
+def _descriptor(t: torch.Tensor, rows: int, head_dim: int) -> TmaArg:
     """A (B, H, N, d) descriptor of a TMA-ready tensor with a (1, 1, rows, head_dim) tile."""
-    return GluonTensorDescriptor(t, list(t.shape), tma_strides(t), [1, 1, rows, head_dim],
-                                 _tile_layout(rows, head_dim, t.dtype))
+    return TmaArg(t, list(t.shape), tma_strides(t), [1, 1, rows, head_dim],
+                  _tile_layout(rows, head_dim, t.dtype))
 
 
 @functools.cache

@@ -9,6 +9,7 @@ docs/lab/02-flash-triton.md); edit the pages, not this file.
 
 import functools
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -21,7 +22,7 @@ from minimodel.checks import check_int  # the kernels' integer arguments: checke
 
 __all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "capability", "cdiv",
            "check_forward_only", "check_int", "key_range", "launch", "next_power_of_2",
-           "num_sms", "padded_width", "tma_layout", "tma_ready", "tma_strides"]
+           "num_sms", "padded_width", "TmaArg", "tma_layout", "tma_ready", "tma_strides"]
 
 # ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
 # Read when this module is imported, like triton itself reads it: set it before importing.
@@ -84,7 +85,20 @@ def next_power_of_2(n: int) -> int:
 # Triton versions whose compiled-kernel launcher `launch` calls directly (tested on the H200)
 DIRECT_LAUNCH_TRITON = ("3.6",)
 _DIRECT = triton.__version__.rsplit(".", 1)[0] in DIRECT_LAUNCH_TRITON and not INTERPRET
-_COMPILED: dict[tuple, tuple] = {}  # key -> (kernel, launcher, function, metadata, constexprs)
+# key -> (kernel, function, metadata, constexprs, what a direct call needs or None)
+_COMPILED: dict[tuple, tuple] = {}
+
+
+class TmaArg(NamedTuple):
+    """A TMA descriptor argument of a Gluon kernel, as `launch` takes it: what Gluon's
+    TensorDescriptor holds (a TMA-ready base tensor, its shape and strides, the tile, the tile's
+    shared-memory layout), without the object. The JIT gets the object; the direct path encodes
+    the descriptor itself, so a call pays neither the object's checks nor Triton's wrapper."""
+    base: torch.Tensor
+    shape: list[int]
+    strides: list[int]
+    block_shape: list[int]
+    layout: object
 
 
 @functools.cache
@@ -114,22 +128,66 @@ def _classes(backend, args: tuple) -> list:
         (a.dtype, a.data_ptr() & 15 == 0) if kind is torch.Tensor else
         # None (a constexpr to Triton) and a float (fp32): one class each
         kind if a is None or kind is float else
-        # a bool, a wider int, a subclass of Tensor, a descriptor...: Triton's own answer, a
-        # tuple, which none of the classes above equals
+        # a descriptor: Triton types it by its dtype, tile and layout (its base is 16-byte
+        # aligned by the TMA's rule, its shape and strides are runtime arguments)
+        (TmaArg, a.base.dtype, *a.block_shape, a.layout) if kind is TmaArg else
+        # a bool, a wider int, a subclass of Tensor...: Triton's own answer, a tuple, which
+        # none of the classes above equals
         _specialize(backend, a, False, True, True)
         for a in args]
+
+
+def _jit_args(args: tuple) -> tuple:
+    """args as the JIT takes them: each TmaArg made Gluon's TensorDescriptor."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+    return tuple(TensorDescriptor(*a) if type(a) is TmaArg else a for a in args)
+
+
+def _direct(compiled, args: tuple) -> tuple | None:
+    """What a direct call of compiled's launcher needs beyond the arguments: (the C launcher,
+    cooperative, pdl, per TmaArg position the descriptor's encoding), or None where Triton 3.6's
+    Python wrapper would add something (scratch memory, a descriptor not lowered to the TMA),
+    which leaves the call to the JIT."""
+    from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
+    run = compiled.run
+    if run.global_scratch_size or run.profile_scratch_size:
+        return None
+    positions = [i for i, a in enumerate(args) if type(a) is TmaArg]
+    raw = run.launch
+    if positions:  # the wrapper that expands descriptors holds the C launcher in its closure
+        cells = dict(zip(raw.__code__.co_freevars, raw.__closure__, strict=True))
+        raw = cells["launcher"].cell_contents
+        metas = getattr(compiled.metadata, "tensordesc_meta", None) or [None] * len(positions)
+        if len(metas) != len(positions) or any(m is None or m["fp4_padded"] for m in metas):
+            return None
+    encodings = tuple(
+        (i, m["swizzle"], m["elem_size"], TMA_DTYPE_DEVICE_TO_HOST[m["elem_type"]],
+         m["block_size"]) for i, m in zip(positions, metas if positions else [], strict=True))
+    return raw, run.launch_cooperative_grid, run.launch_pdl, encodings
+
+
+def _encode(args: tuple, encodings: tuple) -> list:
+    """args with each TmaArg expanded as the kernel's launcher takes it: the encoded descriptor
+    (cuTensorMapEncodeTiled, through Triton's helper), then its shape and strides."""
+    fill = driver.active.utils.fill_tma_descriptor
+    out = list(args)
+    for i, swizzle, elem_size, dtype, block in reversed(encodings):
+        a = args[i]
+        out[i:i + 1] = (fill(a.base.data_ptr(), swizzle, elem_size, dtype, block, a.shape,
+                             a.strides, 0), *a.shape, *a.strides)
+    return out
 
 
 def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     """kernel[grid](*args, **meta), launched through the compiled kernel's launcher once the key
     (kernel, device, meta, the specialisation of each of args) has been seen: see the GPU
-    primer. args are the kernel's runtime parameters in order, meta its constexprs (all of
-    them) and launch options."""
+    primer. args are the kernel's runtime parameters in order (a Gluon descriptor as a TmaArg),
+    meta its constexprs (all of them) and launch options."""
     if not isinstance(grid, tuple) or not 1 <= len(grid) <= 3:  # Triton would drop a 4th axis
         raise ValueError(f"launch({getattr(kernel, '__name__', kernel)}): grid must be a tuple "
                          f"of 1 to 3 program counts, got {grid!r}")
     if not _DIRECT or _hooked():
-        kernel[grid](*args, **meta)
+        kernel[grid](*_jit_args(args), **meta)
         return
     device = driver.active.get_current_device()
     backend = _backend(device)
@@ -145,16 +203,23 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
                 f"launch({kernel.fn.__name__}) takes its {sum(not p.is_constexpr for p in params)}"
                 f" runtime arguments by position, then every constexpr by name; got "
                 f"{len(args)} positional and {sorted(meta)}")
-        compiled = kernel[grid](*args, **meta)  # compiles (or finds) the kernel, and launches
-        _COMPILED[key] = (kernel, compiled.run, compiled.function, compiled.packed_metadata,
-                          tuple(meta[p.name] for p in params[len(args):]))
+        # compiles (or finds) the kernel, and launches
+        compiled = kernel[grid](*_jit_args(args), **meta)
+        _COMPILED[key] = (kernel, compiled.function, compiled.packed_metadata,
+                          tuple(meta[p.name] for p in params[len(args):]),
+                          _direct(compiled, args))
         return
-    _, run, function, metadata, constants = hit
+    _, function, metadata, constants, direct = hit
+    if direct is None:
+        kernel[grid](*_jit_args(args), **meta)
+        return
+    raw, cooperative, pdl, encodings = direct
     gx, gy, gz = (*grid, 1, 1)[:3]
-    # no launch metadata and no enter or exit hook: the JIT passes None for all three likewise
-    # when no hook is set
-    run(gx, gy, gz, driver.active.get_current_stream(device), function, metadata, None, None,
-        None, *args, *constants)
+    # no scratch, no launch metadata and no enter or exit hook: Triton's wrapper passes None for
+    # each likewise when no hook is set and the kernel needs no scratch
+    raw(gx, gy, gz, driver.active.get_current_stream(device), function, cooperative, pdl, None,
+        None, metadata, None, None, None, *(_encode(args, encodings) if encodings else args),
+        *constants)
 # ~/~ end
 
 

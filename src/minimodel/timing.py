@@ -12,7 +12,7 @@ import torch
 
 from minimodel.checks import check_int
 
-__all__ = ["eager_time_us", "gpu_time_ms", "host_time_us"]
+__all__ = ["eager_time_us", "eager_times_us", "gpu_time_ms", "host_time_us", "host_times_us"]
 
 # ~/~ begin <<docs/gpu-primer.md#timing-timing>>[init]
 def _check(what: str, fn: object) -> None:
@@ -40,53 +40,87 @@ def host_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5,
     """CPU wall time of one fn() call in microseconds, the GPU held busy by a sleeping kernel
     so that no call waits for the GPU; the dispatch of a custom op counts. The median of
     `rounds` rounds of `calls` calls each."""
-    _check("host_time_us", fn)
-    for name, value in (("calls", calls), ("rounds", rounds), ("tries", tries)):
-        check_int(name, value, 1)
-    fn()  # compile, allocate and cache before timing
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    guess_s = time.perf_counter() - start
-    torch.cuda.synchronize()
-    cycles = int(2 * guess_s * 2e9) + 1_000_000
-    times = []
-    for _ in range(tries * rounds):
-        torch.cuda._sleep(cycles)
-        asleep = torch.cuda.Event()
-        asleep.record()
+    return host_times_us({"fn": fn}, calls, rounds, tries)["fn"]
+
+
+def host_times_us(fns: dict[str, Callable[[], object]], calls: int = 200, rounds: int = 5,
+                  tries: int = 6) -> dict[str, float]:
+    """host_time_us of each of fns, timed in turns: every round times each fn once, in an order
+    rotated from round to round, so that a drift of the host's speed reaches all of them alike
+    and their differences can be read within one run."""
+    names = _check_all("host_times_us", fns, calls=calls, rounds=rounds, tries=tries)
+    cycles = {}
+    for name in names:  # compile, allocate and cache before timing; then a first guess
+        fns[name]()
+        torch.cuda.synchronize()
         start = time.perf_counter()
         for _ in range(calls):
-            fn()
-        elapsed = time.perf_counter() - start
-        still_asleep = not asleep.query()
+            fns[name]()
+        cycles[name] = int(2 * (time.perf_counter() - start) * 2e9) + 1_000_000
         torch.cuda.synchronize()
-        if not still_asleep:  # the queue drained: a call may have waited; sleep longer
-            cycles *= 2
-            continue
-        times.append(elapsed / calls * 1e6)
-        if len(times) == rounds:
-            return statistics.median(times)
-    raise RuntimeError(f"host_time_us: the GPU finished its sleep before {calls} calls were "
-                       f"issued, {tries * rounds - len(times)} times; the calls must be waiting "
-                       "for the GPU")
+    times: dict[str, list[float]] = {name: [] for name in names}
+    failed = dict.fromkeys(names, 0)
+    turn = 0
+    while any(len(t) < rounds for t in times.values()):
+        for name in names[turn % len(names):] + names[:turn % len(names)]:
+            if len(times[name]) == rounds:
+                continue
+            fn = fns[name]
+            torch.cuda._sleep(cycles[name])
+            asleep = torch.cuda.Event()
+            asleep.record()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            elapsed = time.perf_counter() - start
+            still_asleep = not asleep.query()
+            torch.cuda.synchronize()
+            if still_asleep:
+                times[name].append(elapsed / calls * 1e6)
+                continue
+            failed[name] += 1  # the queue drained: a call may have waited; sleep longer
+            cycles[name] *= 2
+            if failed[name] == tries * rounds:
+                raise RuntimeError(
+                    f"host_time_us: the GPU finished its sleep before {calls} calls of {name} "
+                    f"were issued, {failed[name]} times; the calls must be waiting for the GPU")
+        turn += 1
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def eager_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5) -> float:
     """What a Python loop of fn() calls sees, in microseconds per call: the wall time of `calls`
     calls back to back and one synchronisation, the median of `rounds` rounds. It is the larger
     of the host time and the GPU time, plus whatever of each the other does not hide."""
-    _check("eager_time_us", fn)
-    fn()
+    return eager_times_us({"fn": fn}, calls, rounds)["fn"]
+
+
+def eager_times_us(fns: dict[str, Callable[[], object]], calls: int = 200,
+                   rounds: int = 5) -> dict[str, float]:
+    """eager_time_us of each of fns, timed in turns as host_times_us times them."""
+    names = _check_all("eager_times_us", fns, calls=calls, rounds=rounds)
+    for name in names:
+        fns[name]()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for turn in range(rounds):
+        for name in names[turn % len(names):] + names[:turn % len(names)]:
+            start = time.perf_counter()
+            for _ in range(calls):
+                fns[name]()
+            torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _check_all(what: str, fns: object, **counts: int) -> list[str]:
+    """fns' names after the checks every timer makes: a GPU, callables, counts >= 1."""
+    if not isinstance(fns, dict) or not fns:
+        raise TypeError(f"{what} takes a non-empty dict of name: callable, got {fns!r}")
+    for fn in fns.values():
+        _check(what, fn)
+    for name, value in counts.items():
+        check_int(name, value, 1)
+    return list(fns)
 # ~/~ end
 # ~/~ end
