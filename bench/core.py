@@ -181,21 +181,29 @@ def time_ms(fn, impl: str | None = None, *, graph: bool = False, quantiles=None,
         return triton.testing.do_bench(fn, quantiles=quantiles, return_mode="median", **bench_args)
 
 
-def call_costs(name: str, fn, capturable: bool = True) -> dict:
-    """Host time, GPU time (graph replay) and eager time of one call (minimodel.timing), after
-    an untimed call; the first two only where the call can be captured."""
-    from minimodel.timing import eager_time_us, gpu_time_ms, host_time_us
+def call_costs(fns: dict, uncapturable: tuple[str, ...] = ()) -> list[dict]:
+    """Host time, GPU time (graph replay) and eager time of each call of fns (minimodel.timing),
+    after an untimed call each; host and eager times in turns, so that their differences hold
+    within one run; host and GPU time only for the calls that can be captured (not those named
+    in uncapturable)."""
+    from minimodel.timing import eager_times_us, gpu_time_ms, host_times_us
 
-    fn()
+    for fn in fns.values():
+        fn()
     torch.cuda.synchronize()
-    rec = {
-        "impl": name,
-        "host_us": host_time_us(fn) if capturable else None,
-        "gpu_ms": gpu_time_ms(fn) if capturable else None,
-        "eager_us": eager_time_us(fn),
-    }
-    print(f"  {name:32s} {rec}", flush=True)
-    return rec
+    host = host_times_us({name: fn for name, fn in fns.items() if name not in uncapturable})
+    eager = eager_times_us(fns)
+    recs = []
+    for name, fn in fns.items():
+        rec = {
+            "impl": name,
+            "host_us": host.get(name),
+            "gpu_ms": None if name in uncapturable else gpu_time_ms(fn),
+            "eager_us": eager[name],
+        }
+        print(f"  {name:32s} {rec}", flush=True)
+        recs.append(rec)
+    return recs
 
 
 def copy_rate() -> float:

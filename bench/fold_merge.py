@@ -1,14 +1,13 @@
 """The split decode's merge folded into the decode kernel (one launch a call) against the
 two-launch merge, and SDPA-cuDNN, on the same inputs (Lab 03 part 2, "Merging the splits"):
-host, GPU (graph replay) and eager time per call (bench.core.call_costs) of `minimodel.attention`
-and `decode_contiguous` with the fold on and off, at bench.host_path's decode shape with 4k, 32k
+host, GPU (graph replay) and eager time per call (bench.core.call_costs, in turns) of
+`minimodel.attention` by its default rule and with the fold on and off, and `decode_contiguous`
+with the fold on and off, at bench.host_path's decode shape with 4k, 32k
 and 128k keys (FOLD_MAX_KV_BYTES lies between the last two); first, the largest differences of
 the two merges over 20 fresh inputs.
 
     MINIMODEL_COMMIT=<hash> python -m bench.fold_merge --out data/fold-merge-h200.json
 """
-
-from unittest import mock
 
 import torch
 
@@ -21,13 +20,18 @@ from minimodel.timing import host_time_us
 FOLDS = {"folded": True, "two_launches": False}
 
 
-def measure(name: str, fn, fold: bool | None = None) -> dict:
-    """call_costs of fn(), with FOLD_MERGE set to `fold` (None: left as it is) while fn is
-    captured and called; the GPU time in microseconds."""
-    with mock.patch.object(pa, "FOLD_MERGE", pa.FOLD_MERGE if fold is None else fold):
-        rec = call_costs(name, fn)
-    rec["gpu_us"] = 1000 * rec.pop("gpu_ms")
-    return rec
+def with_fold(fn, fold: bool | None):
+    """fn with FOLD_MERGE set to `fold` for its call (None: the default rule), as it is
+    captured and called; the default restored after."""
+
+    def call():
+        pa.FOLD_MERGE = fold
+        try:
+            return fn()
+        finally:
+            pa.FOLD_MERGE = None
+
+    return call
 
 
 def agreement(q, k, v, tau: float) -> dict:
@@ -59,14 +63,19 @@ def case(n: int, b: int = 1, hq: int = 32, hkv: int = 8, d: int = 128) -> dict:
     print(f"decode B={b} {hq}/{hkv} d={d} N={n}: {splits} splits", flush=True)
     agree = agreement(q, k, v, tau)
     print(f"  agreement {agree}", flush=True)
-    recs = [measure("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v))]
+    fns = {
+        "sdpa_cudnn": lambda: sdpa_cudnn(q, k, v),
+        "attention": with_fold(lambda: attention(q, k, v), None),
+    }  # the default rule
     for name, fold in FOLDS.items():
-        recs.append(measure(f"attention_{name}", lambda: attention(q, k, v), fold))
+        fns[f"attention_{name}"] = with_fold(lambda: attention(q, k, v), fold)
     for name, fold in FOLDS.items():
-        decode = lambda fold=fold: pa.decode_contiguous(
+        fns[f"decode_contiguous_{name}"] = lambda fold=fold: pa.decode_contiguous(
             q, k, v, window=None, tau=tau, fold_merge=fold
         )
-        recs.append(measure(f"decode_contiguous_{name}", decode))
+    recs = call_costs(fns)
+    for rec in recs:
+        rec["gpu_us"] = 1000 * rec.pop("gpu_ms")
     shape = {"b": b, "hq": hq, "hkv": hkv, "d": d, "keys": n, "dtype": "float16"}
     return shape | {"num_splits": splits, "agreement": agree, "records": recs}
 

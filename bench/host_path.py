@@ -13,7 +13,7 @@ from bench.core import arguments, call_costs, environment, paged_cache, save, sd
 from minimodel.attention import _check_call, attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.paged_attention import decode_contiguous, paged_decode, paged_prefill
-from minimodel.timing import host_time_us
+from minimodel.timing import host_times_us
 
 
 def refuses(fn) -> bool:
@@ -34,20 +34,18 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     kp, vp, table, lens = paged_cache(k, v, [n] * b, 16, seed=0)
     causal = kind == "prefill"
     print(f"{kind} B={b} {hq}/{hkv} d={d} N={n}", flush=True)
-    recs = [
-        call_costs("sdpa_cudnn", lambda: sdpa_cudnn(q, k, v, is_causal=causal)),
-        call_costs("attention", lambda: attention(q, k, v, causal=causal)),
-    ]
+    fns = {
+        "sdpa_cudnn": lambda: sdpa_cudnn(q, k, v, is_causal=causal),
+        "attention": lambda: attention(q, k, v, causal=causal),
+    }
     refused = {"attention": refuses(lambda: attention(q, k, v.float(), causal=causal))}
     if kind == "decode":
         q3, bad = q[:, :, 0], table.clone()
         bad[0, 0] = kp.shape[0]
         fast = lambda pool: paged_decode(q3, kp, pool, table, lens, max_context_len=n)
         checked = lambda: paged_decode(q3, kp, vp, table, lens)
-        recs += [
-            call_costs("paged_decode_fast", lambda: fast(vp)),
-            call_costs("paged_decode_checked", checked, capturable=False),
-        ]
+        fns |= {"paged_decode_fast": lambda: fast(vp), "paged_decode_checked": checked}
+        recs = call_costs(fns, uncapturable=("paged_decode_checked",))
         # Where attention's host time goes: its checks, its two output allocations, and the
         # decode kernel launched alone (num_splits=1: one launch, no merge) against the default
         # split (the split kernel and the merge).
@@ -56,12 +54,14 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
             torch.empty(q.shape, dtype=q.dtype, device="cuda"),
             torch.empty(q.shape[:-1], dtype=torch.float32, device="cuda"),
         )
-        parts = {
-            "checks": host_time_us(lambda: _check_call(q, k, v, False, None, None)),
-            "allocate_outputs": host_time_us(outputs),
-            "decode_one_launch": host_time_us(lambda: decode(num_splits=1)),
-            "decode_split_and_merge": host_time_us(decode),
-        }
+        parts = host_times_us(
+            {
+                "checks": lambda: _check_call(q, k, v, False, None, None),
+                "allocate_outputs": outputs,
+                "decode_one_launch": lambda: decode(num_splits=1),
+                "decode_split_and_merge": decode,
+            }
+        )
         print("  host parts (us):", {p: round(us, 1) for p, us in parts.items()}, flush=True)
         refused |= {
             "paged_decode_fast": refuses(lambda: fast(vp.float())),
@@ -74,11 +74,12 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     fast = lambda pool: paged_prefill(qp, kp, pool, table, lens, starts, max_query_len=n)
     checked = lambda: paged_prefill(qp, kp, vp, table, lens, starts)
     hopper = lambda v: flash_attention_hopper(q, k, v, causal=True)
-    recs += [
-        call_costs("flash_attention_hopper", lambda: hopper(v)),
-        call_costs("paged_prefill_fast", lambda: fast(vp)),
-        call_costs("paged_prefill_checked", checked, capturable=False),
-    ]
+    fns |= {
+        "flash_attention_hopper": lambda: hopper(v),
+        "paged_prefill_fast": lambda: fast(vp),
+        "paged_prefill_checked": checked,
+    }
+    recs = call_costs(fns, uncapturable=("paged_prefill_checked",))
     refused |= {
         "flash_attention_hopper": refuses(lambda: hopper(v[..., :64])),
         "paged_prefill_fast": refuses(lambda: fast(vp.float())),
@@ -95,7 +96,8 @@ def main() -> None:
     timing = (
         "minimodel.timing: host_us = CPU wall time per call of 200 calls issued behind "
         "torch.cuda._sleep (median of 5 rounds); gpu_ms = do_bench_cudagraph median; "
-        "eager_us = 200 calls and one sync (median of 5 rounds)"
+        "eager_us = 200 calls and one sync (median of 5 rounds); host and eager times of a "
+        "case's calls in turns (host_times_us, eager_times_us)"
     )
     save(args.out, {"environment": environment(), "timing": timing, "cases": cases})
 

@@ -26,11 +26,13 @@ def main() -> None:
     o = torch.empty(b, hq, d, dtype=torch.float16, device="cuda")
     lse = torch.empty(b, hq, device="cuda")
     ints = (splits, hq, *part.stride(), *lse_part.stride(), *o.stride(), *lse.stride())
-    constexprs = (d, d, 16)  # D, HEAD_DIM, BLOCK_S, in the kernel's parameter order
+    constexprs = (d, d, 16, True)  # D, HEAD_DIM, BLOCK_S, LSE, in the kernel's parameter order
     tensors = (part, lse_part, o, lse)
 
     def jit():
-        return _merge_splits[(b * hq,)](*tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, num_warps=4)
+        return _merge_splits[(b * hq,)](
+            *tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, LSE=True, num_warps=4
+        )
 
     kernel = jit()
     want = o.clone(), lse.clone()
@@ -47,12 +49,21 @@ def main() -> None:
         "direct_tensors": direct(tensors),
         "direct_ints": direct([t.data_ptr() for t in tensors]),
         "minimodel_launch": lambda: launch(
-            _merge_splits, (b * hq,), *tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, num_warps=4
+            _merge_splits,
+            (b * hq,),
+            *tensors,
+            *ints,
+            D=d,
+            HEAD_DIM=d,
+            BLOCK_S=16,
+            LSE=True,
+            num_warps=4,
         ),
         "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda"),
     }
     # launch's key alone for the same arguments (no launch), built and hashed as a lookup does
-    backend, meta = _backend(torch.cuda.current_device()), {"D": d, "HEAD_DIM": d, "BLOCK_S": 16}
+    backend = _backend(torch.cuda.current_device())
+    meta = {"D": d, "HEAD_DIM": d, "BLOCK_S": 16, "LSE": True}
 
     def key_per_argument():  # launch's key up to commit 8890d1f
         spec = [native_specialize_impl(backend, a, False, True, True) for a in (*tensors, *ints)]

@@ -58,10 +58,12 @@ def _check_call(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#attention-dispatch>>[init]
 def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
-             window: int | None, scale: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernel for one call, chosen here and nowhere else; (O, lse) for checked inputs."""
+             window: int | None, scale: float | None,
+             with_lse: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The kernel for one call, chosen here and nowhere else; (O, lse) for checked inputs.
+    with_lse=False: a decode step computes no lse and gives None (a prefill computes it anyway)."""
     if q.shape[2] == 1:
-        return _forward_decode(q, k, v, window, resolve_scale(scale, q.shape[-1]))
+        return _forward_decode(q, k, v, window, resolve_scale(scale, q.shape[-1]), with_lse)
     if _hopper_takes(q):  # Lab 02 part 2's schedule where it runs; Lab 02's kernel elsewhere
         return flash_attention_hopper(q, k, v, causal=causal, window=window, scale=scale,
                                       return_lse=True)
@@ -77,7 +79,7 @@ def _hopper_takes(q: torch.Tensor) -> bool:
 
 
 def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: int | None,
-                    tau: float) -> tuple[torch.Tensor, torch.Tensor]:
+                    tau: float, with_lse: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     """One query row per (sequence, head): the decode kernel on the cache (B, Hkv, Nk, d) in
     place. A head dim the kernel does not take (it takes multiples of 8 in [16, 256]) is
     zero-padded up to one, which copies q, k and v."""
@@ -88,7 +90,8 @@ def _forward_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, window: i
     # One query at key position nk - 1 sees every key with or without `causal`; a window still
     # needs causal=True (checked by _check_call), as in the reference. q stays (B, Hq, 1, d) and
     # O comes back so: no view on the host path of a decode step.
-    o, lse = paged_attention.decode_contiguous(q, k, v, window=window, tau=tau)
+    o, lse = paged_attention.decode_contiguous(q, k, v, window=window, tau=tau,
+                                               with_lse=with_lse)
     return (o, lse) if width == d else (o[..., :d], lse)
 # ~/~ end
 
@@ -152,8 +155,10 @@ def attention(
     if torch.compiler.is_compiling():  # torch.compile records the op as one node
         o, lse = attention_op(q, k, v, causal, window, scale)
     else:  # eagerly the op's dispatch alone costs more host time than a decode step's kernels
-        o, lse = _forward(q, k, v, causal, window, scale)
-        o, lse = o.contiguous(), lse.contiguous()  # what the op returns
+        o, lse = _forward(q, k, v, causal, window, scale, with_lse=return_lse)
+        if not return_lse:
+            return o.contiguous()  # what the op returns
+        o, lse = o.contiguous(), lse.contiguous()
     return (o, lse) if return_lse else o
 # ~/~ end
 

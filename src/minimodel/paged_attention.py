@@ -74,7 +74,7 @@ def _paged_decode_fwd(
     D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
     HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
-    FOLD: tl.constexpr, BLOCK_S: tl.constexpr,
+    FOLD: tl.constexpr, BLOCK_S: tl.constexpr, STORE_LSE: tl.constexpr, LSE: tl.constexpr,
 ):
     # A group of more than BLOCK_G query heads is cut into chunks of BLOCK_G, one program each.
     # The chunks of one (sequence, kv head) are neighbours on the first axis, so they are
@@ -189,7 +189,9 @@ def _paged_decode_fwd(
     o_ptrs = (o_ptr + b64 * stride_ob + heads[:, None] * stride_oh + split64 * stride_os
               + cols64[None, :] * stride_od)
     tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty), mask=row_mask)
-    tl.store(lse_ptr + b64 * stride_lb + heads * stride_lh + split64 * stride_ls, lse, mask=g_ok)
+    if STORE_LSE:  # a split's lse_u, or the final lse when the caller asked for it
+        tl.store(lse_ptr + b64 * stride_lb + heads * stride_lh + split64 * stride_ls, lse,
+                 mask=g_ok)
     if HAS_ERR:  # the caller's flags: bits OR-ed in, never cleared here, one atomic per bit
         # (one atomic of the OR-ed bits lost a bit on the H200 when the fold followed: see
         # "Merging the splits")
@@ -234,7 +236,7 @@ def _paged_decode_fwd(
                            fo_ptr + b64 * stride_fob + h * stride_foh,
                            flse_ptr + b64 * stride_flb + h * stride_flh,
                            tl.num_programs(1), stride_os, stride_od, stride_ls, stride_fod, D,
-                           HEAD_DIM, BLOCK_S)
+                           HEAD_DIM, BLOCK_S, LSE)
             tl.store(count_ptr + tl.program_id(0), 0)  # zero for the next call (or replay)
 # ~/~ end
 
@@ -242,11 +244,12 @@ def _paged_decode_fwd(
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-merge>>[init]
 @triton.jit
 def _merge_row(o_rows, lse_row, o_out, lse_out, num_splits, stride_ps, stride_pd, stride_lps,
-               stride_od, D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr):
+               stride_od, D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+               LSE: tl.constexpr):
     """One (sequence, query head) row: o = sum_u e^(lse_u - lse) o_u, lse = log sum_u e^(lse_u),
     Theory 01's merge of partials, from the partials O_u (split u at o_rows + u * stride_ps) and
-    lse_u (at lse_row + u * stride_lps) into o_out and lse_out. Called by _merge_splits and by
-    the decode kernel's last program (FOLD): one merge, whichever kernel runs it."""
+    lse_u (at lse_row + u * stride_lps) into o_out and (if LSE) lse_out. Called by _merge_splits
+    and by the decode kernel's last program (FOLD): one merge, whichever kernel runs it."""
     offs_s = tl.arange(0, BLOCK_S)
     cols = tl.arange(0, HEAD_DIM)
     m = tl.full([], float("-inf"), tl.float32)
@@ -272,7 +275,8 @@ def _merge_row(o_rows, lse_row, o_out, lse_out, num_splits, stride_ps, stride_pd
     out = acc / tl.where(empty, 1.0, denom)
     lse = m_use + tl.log(denom)  # every split empty: log 0 = -inf
     tl.store(o_out + cols * stride_od, out.to(o_out.dtype.element_ty), mask=cols < D)
-    tl.store(lse_out, lse)
+    if LSE:
+        tl.store(lse_out, lse)
 
 
 @triton.jit(do_not_specialize=["num_splits", "n_heads"])
@@ -282,7 +286,7 @@ def _merge_splits(
     stride_lpb, stride_lph, stride_lps,
     stride_ob, stride_oh, stride_od,
     stride_lb, stride_lh,
-    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+    D: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, LSE: tl.constexpr,
 ):
     """The merge as a kernel of its own (FOLD=False): one program per (sequence, query head)."""
     off_bh = tl.program_id(0)
@@ -292,7 +296,7 @@ def _merge_splits(
                lse_part_ptr + off_b * stride_lpb + off_h * stride_lph,
                o_ptr + off_b * stride_ob + off_h * stride_oh,
                lse_ptr + off_b * stride_lb + off_h * stride_lh,
-               num_splits, stride_ps, stride_pd, stride_lps, stride_od, D, HEAD_DIM, BLOCK_S)
+               num_splits, stride_ps, stride_pd, stride_lps, stride_od, D, HEAD_DIM, BLOCK_S, LSE)
 # ~/~ end
 
 
@@ -945,7 +949,8 @@ def paged_decode(
                             strides_k=k_pool.stride(), strides_v=v_pool.stride(),
                             block_size=block_size, n_kv_heads=hkv,
                             max_context_len=max_context_len, num_splits=num_splits,
-                            window=window, tau=tau, error_flags=error_flags, scales=scales)
+                            window=window, tau=tau, error_flags=error_flags, scales=scales,
+                            with_lse=return_lse)
     return (o, lse) if return_lse else o
 # ~/~ end
 
@@ -960,12 +965,13 @@ def decode_contiguous(
     tau: float,
     num_splits: int | None = None,
     fold_merge: bool | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    with_lse: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The decode kernel on a contiguous cache k, v: (B, Hkv, N, d), read in place: sequence b is
     'block' b of N slots (a strided table, no table in memory). q: (B, Hq, d) or (B, Hq, 1, d);
     inputs checked by the caller (minimodel.attention). Returns (O, lse) shaped as q and as q
-    less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1). fold_merge as
-    for _launch_decode (None: FOLD_MERGE)."""
+    less its last dim: (B, Hq, d) and (B, Hq), or (B, Hq, 1, d) and (B, Hq, 1); with_lse=False
+    returns (O, None) and computes no lse. fold_merge as for _launch_decode (None: FOLD_MERGE)."""
     if not (q.dim() == 3 or (q.dim() == 4 and q.shape[2] == 1)):  # one query row per head
         raise ValueError(f"q must be (B, Hq, d) or (B, Hq, 1, d), got shape {tuple(q.shape)}")
     _check_device_and_dtype(q, k, v)
@@ -979,7 +985,7 @@ def decode_contiguous(
     return _launch_decode(q, k, v, None, None, n_k=n_k, strides_k=sk, strides_v=sv,
                           block_size=16, n_kv_heads=k.shape[1], max_context_len=n_k,
                           num_splits=num_splits, window=window, tau=tau,
-                          fold_merge=fold_merge)
+                          fold_merge=fold_merge, with_lse=with_lse)
 # ~/~ end
 
 
@@ -999,7 +1005,7 @@ MERGE_BLOCK_S = 16  # splits per step of the merge's loops
 
 def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strides_v,
                    block_size, n_kv_heads, max_context_len, num_splits, window, tau, out=None,
-                   workspace=None, error_flags=None, scales=None, fold_merge=None):
+                   workspace=None, error_flags=None, scales=None, fold_merge=None, with_lse=True):
     """Launch the decode kernel (and the merge when the context is split): through the block
     table and context lengths when they are given, else on a contiguous cache of n_k keys per
     sequence (block_tables = context_lens = None). q is (B, Hq, d), or (B, Hq, 1, d) as
@@ -1010,9 +1016,11 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     v_scale) with 8-bit pools (paged only).
     `fold_merge` (default FOLD_MERGE): merge the splits in the decode kernel's last program
     per (sequence, kv head, chunk), one launch, or in _merge_splits, a second launch; None:
-    fold unless a CUDA graph is being captured or the call reads more than FOLD_MAX_KV_BYTES."""
+    fold unless a CUDA graph is being captured or the call reads more than FOLD_MAX_KV_BYTES.
+    with_lse=False: the caller wants O only; no lse is allocated or stored, (O, None) returned."""
     paged = block_tables is not None
-    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    shape = q.shape
+    b, hq, d = shape[0], shape[1], shape[-1]
     head_dim = max(16, next_power_of_2(d))
     elem = k.element_size()
     cfg = decode_config(head_dim, elem)  # the pools' bytes, not q's
@@ -1030,39 +1038,45 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
                                        chunks)
     split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     if out is None:
-        out = (torch.empty(q.shape, dtype=q.dtype, device=q.device),
-               torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device))
-    o, lse = out
+        o = torch.empty(shape, dtype=q.dtype, device=q.device)
+        lse_out = (torch.empty(shape[:-1], dtype=torch.float32, device=q.device) if with_lse
+                   else None)
+    else:
+        o, lse_out = out
+    # Where no lse is wanted, o stands in for its pointer (never stored through: LSE=False),
+    # which costs the launch less than an allocation
+    lse_ptr, sl_out = (lse_out, lse_out.stride()[:2]) if with_lse else (o, (0, 0))
+    so_out = o.stride()
     fold = fold and num_splits > 1  # one split writes (O, lse) itself: nothing to merge
     if num_splits == 1:  # each program writes its heads' results itself
-        o_dst, lse_dst = o, lse
-        so = (o.stride(0), o.stride(1), 0, o.stride(-1))
-        sl = (lse.stride(0), lse.stride(1), 0)
+        o_dst, lse_dst, counts = o, lse_ptr, None
+        so = (so_out[0], so_out[1], 0, so_out[-1])
+        sl = (*sl_out, 0)
     else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
         if workspace is None:
             workspace = _workspace(q.device, b, hq, num_splits, d, b * n_kv_heads * chunks,
                                    counts=fold)
         o_dst, lse_dst, counts = workspace
-        so = (o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), o_dst.stride(3))
+        so = o_dst.stride()
         sl = lse_dst.stride()
     if fold:  # the final (O, lse) and the counters, for the last program of each group
-        fold_args = (o, lse, counts, o.stride(0), o.stride(1), o.stride(-1), lse.stride(0),
-                     lse.stride(1))
+        fold_args = (o, lse_ptr, counts, so_out[0], so_out[1], so_out[-1], *sl_out)
     else:  # never read (FOLD=False): free pointer arguments
         fold_args = (None, None, None, 0, 0, 0, 0, 0)
     if paged:  # index tensors through their strides; a length is int32, so is the row's capacity
-        tables = (block_tables.stride(0), block_tables.stride(1), context_lens.stride(0))
+        tables = (*block_tables.stride(), context_lens.stride(0))
         num_blocks = k.shape[0]
         capacity = min(block_tables.shape[1] * block_size, 2**31 - 1)
     else:  # PAGED=False never reads the table or the lengths: None for both pointers
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
+    sq = q.stride()
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
     # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
     launch(
         _paged_decode_fwd, (b * n_kv_heads * chunks, num_splits),
         q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
-        q.stride(0), q.stride(1), q.stride(-1), *strides_k, *strides_v, *tables,
+        sq[0], sq[1], sq[-1], *strides_k, *strides_v, *tables,
         error_flags.stride(0) if error_flags is not None else 0,
         *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
         *fold_args,
@@ -1070,17 +1084,17 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
         HAS_ERR=error_flags is not None,
         DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
-        FOLD=fold, BLOCK_S=MERGE_BLOCK_S, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        FOLD=fold, BLOCK_S=MERGE_BLOCK_S, STORE_LSE=with_lse or num_splits > 1, LSE=with_lse,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if num_splits > 1 and not fold:
         launch(
             _merge_splits, (b * hq,),
-            o_dst, lse_dst, o, lse, num_splits, hq,
-            *o_dst.stride(), *lse_dst.stride(), o.stride(0), o.stride(1), o.stride(-1),
-            lse.stride(0), lse.stride(1),
-            D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, num_warps=4,
+            o_dst, lse_dst, o, lse_ptr, num_splits, hq,
+            *o_dst.stride(), *lse_dst.stride(), so_out[0], so_out[1], so_out[-1], *sl_out,
+            D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, LSE=with_lse, num_warps=4,
         )
-    return o, lse
+    return o, lse_out
 
 
 # The split workspace of the last eager call, per (device, stream, thread): reused while the
