@@ -5,6 +5,9 @@ SDPA on the contiguous float16 cache; CUDA-graph replays in turns. figures/fp8_d
 the page's tables from the file.
 
     PYTHONPATH=src python -m bench.fp8_decode --out data/fp8-decode-h200.json   # ~1 min
+
+data/fp8-decode-perkey-h200.json holds the same calls on the kernel before it read one table
+entry per block (tree 3b7a0fe).
 """
 
 import time

@@ -7,6 +7,9 @@ d = 128, fp16). Each record of ours says the tile, chunks and splits its launch 
 
     PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.mqa_decode \
         --out $OUT/mqa-decode-h200.json      # about a minute on the H200 (expected, not run)
+
+data/mqa-decode-perkey-h200.json holds the same calls on the kernel before it read one table
+entry per block (tree 2a9cf7e).
 """
 
 import statistics

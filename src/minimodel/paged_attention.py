@@ -578,8 +578,10 @@ MAX_SPLITS = 256
 # G_max, the most query heads of a group that one decode program holds. A group of g heads is cut
 # into ceil(g / G_max) chunks of BLOCK_G = min(max(16, 2^ceil(log2 g)), G_max) rows, one program
 # each, so that a tile and its G_max x d float32 accumulator stay within one program's registers.
-# Cutting MQA groups of 32 and 64 smaller was slower at both shapes bench.mqa_decode times
-# (data/mqa-decode-h200.json): each chunk reads its kv head's tiles again. A power of two, at
+# Cutting MQA groups of 32 and 64 smaller was slower at both shapes bench.mqa_decode times on
+# the kernel that read one table entry per key (data/mqa-decode-perkey-h200.json): each chunk
+# reads its kv head's tiles again. With one entry per block, 16-row chunks are faster at B = 64
+# through the table only (data/mqa-decode-h200.json); no rule cuts by shape. A power of two, at
 # least 16 (tl.dot's smallest tile); a module constant that a benchmark may set around a call.
 DECODE_MAX_GROUP_ROWS = 64
 
