@@ -8,6 +8,7 @@ import copy
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -533,7 +534,8 @@ def test_attention_sends_what_hopper_takes_to_the_hopper_kernel(monkeypatch):
         return torch.full_like(q, 5.0), torch.zeros(q.shape[:3], device=q.device)
 
     monkeypatch.setattr(attention_module, "flash_attention_hopper", hopper)
-    monkeypatch.setattr(attention_module, "_hopper_takes", lambda q: q.dtype == torch.float16)
+    monkeypatch.setattr(attention_module, "_hopper_takes",
+                        lambda q, causal: q.dtype == torch.float16)
     q, k, v = make_qkv(1, 2, 2, 3, 10, 32, dtype=torch.float16)
     assert (attention(q, k, v, causal=True) == 5.0).all()
     assert calls == [{"causal": True, "window": None, "scale": None, "return_lse": True}]
@@ -543,11 +545,28 @@ def test_attention_sends_what_hopper_takes_to_the_hopper_kernel(monkeypatch):
 def test_gpu_hopper_takes_16_bit_inputs_up_to_d128_on_hopper():
     q = torch.empty(1, 1, 2, 128, device="cuda", dtype=torch.float16)
     on_hopper = torch.cuda.get_device_capability()[0] == 9
-    assert attention_module._hopper_takes(q) == on_hopper
-    assert attention_module._hopper_takes(q.bfloat16()) == on_hopper
-    assert not attention_module._hopper_takes(q.float())
-    assert not attention_module._hopper_takes(torch.empty(1, 1, 2, 136, device="cuda",
-                                                          dtype=torch.float16))
+    for causal in (False, True):
+        assert attention_module._hopper_takes(q, causal) == on_hopper
+        assert attention_module._hopper_takes(q.bfloat16(), causal) == on_hopper
+        assert not attention_module._hopper_takes(q.float(), causal)
+        assert not attention_module._hopper_takes(torch.empty(1, 1, 2, 136, device="cuda",
+                                                              dtype=torch.float16), causal)
+
+
+def test_short_causal_calls_at_small_head_dims_go_to_lab02(monkeypatch):
+    """SHORT_CAUSAL: a causal call of at most 512 query rows at d <= 64 runs Lab 02's kernel,
+    whatever the GPU; one row longer, a head dim wider, or no mask, and the usual rule holds."""
+    monkeypatch.setattr(attention_module, "capability", lambda device: (9, 0))
+    monkeypatch.setattr(attention_module, "INTERPRET", False)
+
+    def q_of(nq, d):
+        q = torch.empty(1, 1, nq, d, dtype=torch.float16)
+        return SimpleNamespace(shape=q.shape, dtype=q.dtype, is_cuda=True, device=q.device)
+
+    takes = attention_module._hopper_takes
+    assert not takes(q_of(512, 64), True) and not takes(q_of(2, 16), True)
+    assert takes(q_of(513, 64), True) and takes(q_of(512, 72), True)
+    assert takes(q_of(512, 64), False)
 
 
 @pytest.mark.parametrize(("make", "kwargs", "match"), [
