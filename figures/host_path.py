@@ -1,8 +1,10 @@
-"""Lab 03 part 2's tables of the host path (data/host-path-h200.json) and of one Triton launch's
-host cost (data/launch-costs-h200.json)."""
+"""Lab 03 part 2's tables of the host path (data/host-path-h200.json), of one Triton launch's
+host cost (data/launch-costs-h200.json) and of the split decode's merge folded or launched apart
+(data/fold-merge-h200.json)."""
 
 from figures.core import load, markdown_table, ratio
 from figures.core import number as cell
+from minimodel.paged_attention import FOLD_MAX_KV_BYTES
 
 
 def shape(case: dict) -> str:
@@ -29,7 +31,7 @@ PARTS = {
     "checks": "`attention`'s checks (`_check_call`)",
     "allocate_outputs": "O and lse allocated (two `torch.empty`)",
     "decode_one_launch": "`decode_contiguous`, one split: one launch",
-    "decode_split_and_merge": "`decode_contiguous`, default split: split kernel and merge",
+    "decode_split_and_merge": "`decode_contiguous`, default split, merge folded: one launch",
 }
 
 
@@ -42,8 +44,8 @@ def parts(data: dict) -> str:
 
 LAUNCHES = {
     "jit": "through Triton's JIT (`kernel[grid](...)`)",
-    "direct_tensors": "the compiled kernel's launcher, tensors",
-    "direct_ints": "the compiled kernel's launcher, addresses as ints",
+    "direct_tensors": "Triton's wrapper of the C launcher (`compiled.run`), tensors",
+    "direct_ints": "Triton's wrapper of the C launcher (`compiled.run`), addresses as ints",
     "minimodel_launch": "`minimodel.kernels.launch` (what the wrappers call)",
     "torch_empty": "for scale: one `torch.empty`",
 }
@@ -56,6 +58,32 @@ def launch_costs() -> str:
         for n, label in LAUNCHES.items()
     ]
     return markdown_table("one launch of `_merge_splits` | host µs | error", rows)
+
+
+FOLD_CALLS = {
+    "sdpa_cudnn": "`sdpa_cudnn`",
+    "attention": "`attention`, the default rule",
+    "attention_folded": "`attention`, folded",
+    "attention_two_launches": "`attention`, two launches",
+    "decode_contiguous_folded": "`decode_contiguous`, folded",
+    "decode_contiguous_two_launches": "`decode_contiguous`, two launches",
+}
+
+
+def fold_merge() -> str:
+    """Host, graph and eager µs per call at each context, with the K/V bytes that the default
+    rule (FOLD_MERGE = None) compares with FOLD_MAX_KV_BYTES and what it chose eagerly."""
+    rows = []
+    for c in load("fold-merge-h200.json")["cases"]:
+        kv = 2 * c["b"] * c["hkv"] * c["keys"] * c["d"] * 2  # fp16 keys and values
+        rule = "folds" if kv <= FOLD_MAX_KV_BYTES else "two launches"
+        head = f"{c['keys']:,} keys, {c['num_splits']} splits, {kv / 2**20:,.0f} MiB: {rule}"
+        for r in c["records"]:
+            first = head if r is c["records"][0] else ""
+            times = (cell(r[f]) for f in ("host_us", "gpu_us", "eager_us"))
+            rows.append([first, FOLD_CALLS[r["impl"]], *times])
+    header = "context, K/V read: eager default | call | host µs | graph µs | eager µs"
+    return markdown_table(header, rows)
 
 
 def outputs() -> dict[str, str | bytes]:
@@ -71,4 +99,5 @@ def outputs() -> dict[str, str | bytes]:
         "generated/host-path.md": times(data),
         "generated/host-path-parts.md": parts(data),
         "generated/host-path-refusals.md": markdown_table(header, refusals),
+        "generated/fold-merge.md": fold_merge(),
     }

@@ -471,7 +471,7 @@ def test_paged_decode_as_accurate_as_pytorch():
 
 def test_paged_decode_bars_met_on_graphs_not_all_eager():
     """The issue's three bars are met under CUDA-graph replay; eager calls miss both B = 1 bars
-    (they fold the merge, and at 32k they measure the host)."""
+    (they folded the merge in that run, and at 32k they measure the host)."""
     from figures.paged_decode import acceptance
 
     met = acceptance(paged_data())[1]
@@ -479,7 +479,8 @@ def test_paged_decode_bars_met_on_graphs_not_all_eager():
     missed = [name for (name, mode), ok in met.items() if mode == "eager" and not ok]
     assert sorted(missed) == ["B=1, ctx 131,072: ≥ 70% of copy",
                               "B=1, ctx 32,768: faster than SDPA FA2"], missed
-    stated(LAB03B, "Both eager \\(B = 1\\) bars are missed (table above)")
+    stated(LAB03B, "Both eager \\(B = 1\\) bars are missed in the table above, measured when "
+                   "every eager call folded")
 
 
 def test_paged_decode_window_costs_what_its_keys_cost():
@@ -1166,9 +1167,8 @@ LAB03B = "lab/03b-paged-kernels.md"
 
 def host_path_ratios() -> tuple[list[float], list[float], list[float]]:
     """GPU-time ratios to cuDNN of attention and of the paged prefill, and host-time excesses."""
-    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
     attention, prefill, extra = [], [], []
-    for case in data["cases"]:
+    for case in host_path()["cases"]:
         ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
         for r in case["records"]:
             if r["impl"] == "attention":
@@ -1180,32 +1180,91 @@ def host_path_ratios() -> tuple[list[float], list[float], list[float]]:
     return attention, prefill, extra
 
 
+@cache
+def host_path() -> dict:
+    return json.loads((ROOT / "data" / "host-path-h200.json").read_text())
+
+
+def host_over(kind: str, size: int) -> dict[str, float]:
+    """Host µs over SDPA-cuDNN's, by call, at one shape of data/host-path-h200.json."""
+    case = next(c for c in host_path()["cases"]
+                if c["kind"] == kind and c.get("keys", c.get("n")) == size)
+    t = {r["impl"]: r["host_us"] for r in case["records"] if r["host_us"] is not None}
+    return {impl: us - t["sdpa_cudnn"] for impl, us in t.items() if impl != "sdpa_cudnn"}
+
+
 def test_host_path_graph_ratios_and_host_excess_stated():
+    """Lab 03 part 2: the host-time bar (SDPA's plus 10 µs) met by attention's decode at 4k keys
+    only; the eager bar (1.5x) missed here; host readings move between and within runs."""
     attention, prefill, extra = host_path_ratios()
     stated(LAB03B, f"`minimodel.attention` takes {min(attention):.2f} to {max(attention):.2f} "
                    f"times cuDNN's GPU time on these shapes, and the paged prefill kernel "
                    f"{min(prefill):.2f} to {max(prefill):.2f} times")
     stated(LAB03B, f"from {-min(extra):.1f} µs less than SDPA's to {max(extra):.1f} µs more")
-    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
-    over = {}  # host time over cuDNN's, by entry point
-    for case in data["cases"]:
-        ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")["host_us"]
-        for r in case["records"]:
-            if r["host_us"] is not None and r["impl"] != "sdpa_cudnn":
-                over.setdefault(r["impl"], []).append(r["host_us"] - ref)
-    assert min(over["paged_decode_fast"] + over["paged_prefill_fast"]) <= 0  # "at SDPA's ..."
-    assert all(x > 10 for x in over["attention"] + over["flash_attention_hopper"])  # not met
-    decode = {c["keys"]: next(r for r in c["records"] if r["impl"] == "attention")["host_us"]
-              for c in data["cases"] if c["kind"] == "decode"}
-    assert abs(decode[4096] - decode[32768]) > 20  # "move by tens of µs within one run"
-    stated(LAB03B, f"took {decode[4096]:.1f} and {decode[32768]:.1f} µs")
-    prefill = next(r for c in data["cases"] if (c["kind"], c.get("n")) == ("prefill", 512)
-                   for r in c["records"] if r["impl"] == "attention")
-    assert prefill["host_us"] > prefill["eager_us"]  # "came out above the same call's eager time"
+    data = host_path()
+    dec4, dec32 = host_over("decode", 4096), host_over("decode", 32768)
+    pre512, pre1024 = host_over("prefill", 512), host_over("prefill", 1024)
+    assert dec4["attention"] <= 10 < dec32["attention"]  # "meets it, narrowly ... does not"
+    stated(LAB03B, f"`attention`'s decode at 4k keys meets it, narrowly ({dec4['attention']:+.1f} "
+                   f"µs), and at 32k keys does not ({dec32['attention']:+.1f} µs); its prefill "
+                   f"does not ({pre512['attention']:+.1f} µs at \\(N = 512\\), "
+                   f"{pre1024['attention']:+.1f} µs at \\(N = 1024\\)), nor does "
+                   f"`flash_attention_hopper` called alone ({pre512['flash_attention_hopper']:+.1f}"
+                   f" and {pre1024['flash_attention_hopper']:+.1f} µs)")
+    hopper = [pre512["flash_attention_hopper"], pre1024["flash_attention_hopper"]]
+    assert min(pre512["attention"], pre1024["attention"], *hopper) > 10
+    paged_prefill = [pre512["paged_prefill_fast"], pre1024["paged_prefill_fast"]]
+    paged_decode = [dec4["paged_decode_fast"], dec32["paged_decode_fast"]]
+    assert min(paged_decode) > 10  # "above it"
+    stated(LAB03B, f"(within {max(abs(x) for x in paged_prefill):.1f} µs at both lengths); the "
+                   f"paged decode's is above it ({paged_decode[0]:+.1f} and {paged_decode[1]:+.1f}"
+                   " µs)")
     eager = {r["impl"]: r["eager_us"] for c in data["cases"]
              if (c["kind"], c.get("keys")) == ("decode", 4096) for r in c["records"]}
-    stated(LAB03B, f"eager decode at 4k keys takes {eager['attention'] / eager['sdpa_cudnn']:.2f} "
-                   "times cuDNN's eager time here")
+    ratio = eager["attention"] / eager["sdpa_cudnn"]
+    assert 1.5 < ratio < 1.53  # "missed, by a hair"
+    stated(LAB03B, f"Eager decode at 4k keys takes {ratio:.2f} times cuDNN's eager time here: "
+                   "the bar of 1.5 is missed, by a hair")
+    assert 10 - dec4["attention"] < 1.5  # "narrowly"
+    stated(LAB03B, f"The decode bar is met at 4k keys by {10 - dec4['attention']:.1f} µs in this "
+                   "run")
+    # The same decode call in bench.fold_merge's run, on the same tree: the absolute readings
+    # moved, the difference held, the eager ratio did not.
+    fold = json.loads((ROOT / "data" / "fold-merge-h200.json").read_text())
+    assert fold["environment"]["commit"] == data["environment"]["commit"]  # "the same tree"
+    there = {r["impl"]: r for c in fold["cases"] if c["keys"] == 4096 for r in c["records"]}
+    here = {r["impl"]: r for c in data["cases"]
+            if (c["kind"], c.get("keys")) == ("decode", 4096) for r in c["records"]}
+    moved = {k: there[k]["host_us"] - here[k]["host_us"] for k in ("attention", "sdpa_cudnn")}
+    diff = there["attention"]["host_us"] - there["sdpa_cudnn"]["host_us"]
+    assert min(moved.values()) > 15 and abs(diff - dec4["attention"]) < 1  # "moved ... held"
+    ratio_there = there["attention"]["eager_us"] / there["sdpa_cudnn"]["eager_us"]
+    assert ratio_there < 1.5 < ratio  # "missed in one run and met in the other"
+    stated(LAB03B, f"`attention`'s host time read {there['attention']['host_us']:.1f} µs against "
+                   f"SDPA's {there['sdpa_cudnn']['host_us']:.1f} there. The absolute readings "
+                   f"moved between the two runs (`attention`'s by {moved['attention']:.1f} µs, "
+                   f"SDPA's by {moved['sdpa_cudnn']:.1f}), and the difference held "
+                   f"({dec4['attention']:+.1f} and {diff:+.1f} µs); the eager ratio did not "
+                   f"({ratio:.2f} here, {ratio_there:.2f} there)")
+    decode = {c["keys"]: next(r for r in c["records"] if r["impl"] == "attention")["host_us"]
+              for c in data["cases"] if c["kind"] == "decode"}
+    assert abs(decode[4096] - decode[32768]) > 20  # "the pace moves too"
+    stated(LAB03B, f"took {decode[4096]:.1f} and {decode[32768]:.1f} µs")
+    timed = [r for c in data["cases"] for r in c["records"] if r["host_us"] is not None]
+    above = [r for r in timed if r["host_us"] > r["eager_us"]]
+    worst = max(above, key=lambda r: r["host_us"] - r["eager_us"])
+    assert worst is next(r for r in here.values() if r["impl"] == "paged_decode_fast")
+    stated(LAB03B, f"And {len(above)} of the {len(timed)} host readings above came out longer "
+                   f"than the same call's eager time (`paged_decode_fast` at 4k keys: "
+                   f"{worst['host_us']:.1f} against {worst['eager_us']:.1f} µs)")
+    # attention's own layer over the Hopper kernel, at both prefill lengths
+    layer = [p["attention"] - p["flash_attention_hopper"] for p in (pre512, pre1024)]
+    assert layer[1] < 0 < layer[0]  # "within the noise"
+    stated(LAB03B, f"`attention` {min(pre512['attention'], pre1024['attention']):.1f} to "
+                   f"{max(pre512['attention'], pre1024['attention']):.1f} µs over SDPA's host "
+                   f"time, most of it in `flash_attention_hopper` itself (what `attention` adds "
+                   f"to it read {layer[0]:+.1f} µs at \\(N = 512\\) and "
+                   f"{layer[1]:+.1f} µs at \\(N = 1024\\)".replace("-", "−"))
 
 
 LAB02B = "lab/02b-flash-hopper.md"
@@ -1237,28 +1296,48 @@ def test_hopper_ablation_stated():
 
 
 def test_host_path_parts_stated():
-    """Lab 03 part 2: where a decode call's host time goes, in the words the page uses."""
-    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
-    for case in (c for c in data["cases"] if c["kind"] == "decode"):
-        p = case["host_parts_us"]
+    """Lab 03 part 2: where a decode call's host time goes, within each column of the parts
+    table, and what the profile of the same tree shows."""
+    data = host_path()
+    cases = [c for c in data["cases"] if c["kind"] == "decode"]
+    assert [c["keys"] for c in cases] == [4096, 32768]
+    p4, p32 = (c["host_parts_us"] for c in cases)
+    for p in (p4, p32):
         assert p["checks"] < 10  # "a few µs"
-        assert 8 <= p["allocate_outputs"] <= 15  # "about ten"
-        assert 50 <= p["decode_one_launch"] <= 65  # "fifty to sixty-five"
-        assert abs(p["decode_split_and_merge"] - p["decode_one_launch"]) <= 15  # "within 15 µs"
-    assert pa.FOLD_MERGE is None  # "an eager call folds"
-    stated(LAB03B, "The checks are a few µs and the two output allocations about ten")
-    stated(LAB03B, "with one split (one launch, no merge) takes fifty to sixty-five µs, and the "
-                   "default call, whose merge an eager call folds into the split kernel (one "
-                   "launch too), is within 15 µs of it")
+        assert p["decode_split_and_merge"] > p["decode_one_launch"]
+    # the same Python, slower in the second column
+    assert p32["checks"] > 1.3 * p4["checks"] and p32["allocate_outputs"] > 1.3 * p4[
+        "allocate_outputs"]
+    stated(LAB03B, f"The same Python read {p4['checks']:.1f} and {p32['checks']:.1f} µs (the "
+                   f"checks) and {p4['allocate_outputs']:.1f} and {p32['allocate_outputs']:.1f} "
+                   "µs (the allocations) in the two columns")
+    added = [p["decode_split_and_merge"] - p["decode_one_launch"] for p in (p4, p32)]
+    stated(LAB03B, f"takes {p4['decode_one_launch']:.1f} µs at 4k keys, and with the default "
+                   f"split, the merge folded (one launch too), {added[0]:.1f} µs more "
+                   f"({added[1]:.1f} µs more in the second column)")
+    kv = 2 * 1 * 8 * 4096 * 128 * 2
+    assert pa.FOLD_MERGE is None and kv <= pa.FOLD_MAX_KV_BYTES  # "the merge folded"
     profile = (ROOT / "data" / "host-profile-decode-h200.txt").read_text()
+    assert data["environment"]["commit"] in profile.splitlines()[0]  # "same tree"
 
     def row(name: str) -> list[str]:
         return next(line.split() for line in profile.splitlines() if line.endswith(name))
 
     calls, whole = int(row("(attention)")[0]), float(row("(attention)")[3])
-    assert 0.35 <= float(row("(launch)")[3]) / whole <= 0.5  # "about two fifths"
-    assert int(row("native_specialize_impl}")[0]) == 64 * calls  # "64 times a call"
-    stated(LAB03B, "about two fifths, with the specialisation function called 64 times a call")
+    assert calls == 2000  # the count the page gives, at 4k keys:
+    assert "(1, 8, 4096, 128" in (ROOT / "bench" / "host_profile.py").read_text()
+    assert int(row("(launch)")[0]) == calls  # "one launch ... per call"
+    assert int(row("{built-in method torch.empty}")[0]) == calls  # "one allocation per call"
+    assert "native_specialize_impl" not in profile  # "not among the 30 functions ... listed"
+    assert "List reduced from" in profile and " to 30 due to restriction" in profile
+    share = lambda name, col: float(row(name)[col]) / whole  # noqa: E731
+    stated(LAB03B, f"`launch` takes {share('(launch)', 3):.0%} of a call, of which its key "
+                   f"(`_classes`) takes {share('(_classes)', 3):.0%} and the C launcher "
+                   f"{share('{built-in method __triton_launcher.launch}', 3):.0%}")
+    stated(LAB03B, f"without what it calls) take {share('(_launch_decode)', 1):.0%}, the one "
+                   f"`torch.empty` {share('{built-in method torch.empty}', 3):.0%}, "
+                   f"`attention`'s checks {share('(_check_call)', 3):.0%} and the decode path's "
+                   f"device and dtype checks {share('(_check_device_and_dtype)', 3):.0%}")
 
 
 def test_paged_checks_cost_more_than_a_decode_step():
@@ -1271,19 +1350,23 @@ def test_paged_checks_cost_more_than_a_decode_step():
 
 
 def test_hopper_short_sequences_timed_apart_stated():
-    """Lab 02 part 2: the Hopper kernel's graph time against cuDNN's at N = 512 and 1024."""
-    data = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
-    ratio = {}
+    """Lab 02 part 2: the Hopper kernel's graph time against cuDNN's at N = 512 and 1024, and its
+    host time over SDPA's."""
+    data = host_path()
+    ratio, over = {}, {}
     for case in data["cases"]:
         if case["kind"] == "prefill":
             t = {r["impl"]: r for r in case["records"]}
             ratio[case["n"]] = t["flash_attention_hopper"]["gpu_ms"] / t["sdpa_cudnn"]["gpu_ms"]
             hopper = t["flash_attention_hopper"]
             assert hopper["host_us"] > hopper["gpu_ms"] * 1e3  # "more host time than GPU time"
+            over[case["n"]] = hopper["host_us"] - t["sdpa_cudnn"]["host_us"]
     assert abs(ratio[1024] - 1) < 0.03  # "level with it"
+    assert min(over.values()) > 10  # "past the bar"
     stated("lab/02b-flash-hopper.md",
            f"graph replay is some {round((ratio[512] - 1) * 100)}% above cuDNN's, and at "
-           "\\(N = 1024\\) level with it")
+           f"\\(N = 1024\\) level with it; its host time per call is {over[512]:.1f} and "
+           f"{over[1024]:.1f} µs above SDPA's")
 
 
 def test_window_time_share_stated():
@@ -1531,20 +1614,22 @@ def test_dispatch_rules_follow_the_graph_timed_data():
 
 def test_launch_costs_stated():
     """Lab 03 part 2: most of a Triton launch's host time is the JIT's Python; launch saves a
-    third of it, and its key by classes costs less than Triton's per-argument function."""
+    third of it, and its key by classes costs less than Triton's per-argument function and is
+    most of what launch adds to Triton's wrapper of the launcher."""
     data = json.loads((ROOT / "data" / "launch-costs-h200.json").read_text())
     us = data["host_us"]
     assert not data["errors"]
     assert 0.58 <= us["minimodel_launch"] / us["jit"] <= 0.72  # "about two thirds of the JIT's"
-    assert 0.28 <= us["direct_tensors"] / us["jit"] <= 0.38  # "the launcher ... about a third"
+    assert 0.28 <= us["direct_tensors"] / us["jit"] <= 0.38  # "the wrapper ... about a third"
     assert us["key_classes"] < us["key_per_argument"]
+    assert us["key_classes"] > (us["minimodel_launch"] - us["direct_tensors"]) / 2  # "most of"
     assert us["direct_tensors"] - us["direct_ints"] < us["minimodel_launch"] - us["direct_tensors"]
-    host = json.loads((ROOT / "data" / "host-path-h200.json").read_text())
+    host = host_path()
     assert host["environment"]["commit"] == data["environment"]["commit"]  # "in the same run"
-    stated(LAB03B, "`launch` costs about two thirds of the JIT's path, and the launcher it calls "
-                   "about a third")
+    stated(LAB03B, "`launch` costs about two thirds of the JIT's path, and Triton's wrapper of the "
+                   "launcher (`compiled.run`, which `launch` no longer calls) about a third")
     stated(LAB03B, f"took {us['key_per_argument']:.1f} µs in the same run, and by classes in "
-                   f"Python {us['key_classes']:.1f} µs")
+                   f"Python {us['key_classes']:.1f} µs: the key is most of what `launch`")
 
 
 # --- Lab 02: the exercise machinery on the GPU (data/gpu-tests-exercises-h200.log) --------------
@@ -1743,10 +1828,13 @@ def test_mqa_against_cudnn_stated():
 
 
 def test_fold_merge_trade_stated():
-    """Lab 03 part 2: the fold saves host time and costs GPU time, so it is taken eagerly only."""
+    """Lab 03 part 2: the fold saves host time and costs GPU time; the default rule folds an
+    eager call while its K/V bytes are at most FOLD_MAX_KV_BYTES, which at 4k, 32k and 128k
+    keys chose the faster eager path."""
     data = json.loads((ROOT / "data" / "fold-merge-h200.json").read_text())
     rec = {c["keys"]: {r["impl"]: r for r in c["records"]} for c in data["cases"]}
-    for keys in (4096, 32768):  # the trade holds at both shapes
+    assert sorted(rec) == [4096, 32768, 131072]
+    for keys in rec:  # the trade holds at every shape
         fold, two = rec[keys]["attention_folded"], rec[keys]["attention_two_launches"]
         assert fold["host_us"] < two["host_us"] and fold["gpu_us"] > two["gpu_us"]
     fold, two = rec[4096]["attention_folded"], rec[4096]["attention_two_launches"]
@@ -1754,11 +1842,68 @@ def test_fold_merge_trade_stated():
                    f"from {two['eager_us']:.1f} to {fold['eager_us']:.1f} µs (cuDNN's: "
                    f"{rec[4096]['sdpa_cudnn']['eager_us']:.1f} µs), while its GPU time under "
                    f"graph replay grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
-    saved = two["host_us"] - fold["host_us"]
-    stated(LAB03B, f"{saved:.0f} µs of host time saved at 4k keys, GPU time lost")
     fold, two = rec[32768]["attention_folded"], rec[32768]["attention_two_launches"]
-    stated(LAB03B, f"the GPU time grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs")
-    assert pa.FOLD_MERGE is None  # the default the page gives: fold eagerly, two launches in graphs
+    stated(LAB03B, f"the GPU time grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs, and "
+                   f"the eager call still gains: {fold['eager_us']:.1f} µs folded against "
+                   f"{two['eager_us']:.1f}")
+    stated(LAB03B, f"at many splits (at 32k keys and 66 splits, {fold['gpu_us']:.1f} µs under "
+                   f"graph replay against {two['gpu_us']:.1f} launched apart")
+    fold, two = rec[131072]["attention_folded"], rec[131072]["attention_two_launches"]
+    stated(LAB03B, f"the GPU time grows from {two['gpu_us']:.1f} to {fold['gpu_us']:.1f} µs, and "
+                   f"the eager call, which now waits for the GPU, loses: {fold['eager_us']:.1f} µs "
+                   f"folded against {two['eager_us']:.1f} (cuDNN's: "
+                   f"{rec[131072]['sdpa_cudnn']['eager_us']:.1f} µs)")
+    splits = {c["keys"]: c["num_splits"] for c in data["cases"]}
+    assert splits[32768] == splits[131072] == 66  # "both 66 splits"
+    cost = {k: rec[k]["attention_folded"]["gpu_us"] - rec[k]["attention_two_launches"]["gpu_us"]
+            for k in (32768, 131072)}
+    assert cost[131072] > cost[32768] + 5  # "it would not be the whole of it"
+    stated(LAB03B, f"the fold costs {cost[32768]:.1f} and {cost[131072]:.1f} µs there")
+    # The rule: FOLD_MAX_KV_BYTES, its read time at the copy rate, where it falls at this shape
+    assert pa.FOLD_MERGE is None
+    limit = pa.FOLD_MAX_KV_BYTES
+    per_key = {2 * c["b"] * c["hkv"] * c["d"] * 2 for c in data["cases"]}.pop()  # fp16 K and V
+    copy = statistics.mean(paged_data()["copy_bytes_per_s"])
+    read_us = round(limit / copy * 1e6, -1)
+    stated(LAB03B, f"`FOLD_MAX_KV_BYTES`, {limit / 2**20:.0f} MiB, and no graph is being captured."
+                   f" Reading {limit / 2**20:.0f} MiB takes about {read_us:.0f} µs at the H200's "
+                   "copy rate")
+    stated(LAB03B, f"At this shape that bound is {limit // per_key // 1024}k keys: the rule folds "
+                   "at 4k and 32k and launches twice at 128k, the faster eager path at each of the "
+                   "three")
+    for keys, r in rec.items():
+        folds = keys * per_key <= limit
+        assert folds == (keys < 131072)
+        faster = r["attention_folded"]["eager_us"] < r["attention_two_launches"]["eager_us"]
+        assert folds == faster  # the rule's choice was the faster eager path
+        default = r["attention"]
+        assert abs(default["gpu_us"] / r["attention_two_launches"]["gpu_us"] - 1) < 0.02  # captured
+    same = rec[32768]["attention"]["eager_us"], rec[32768]["attention_folded"]["eager_us"]
+    stated(LAB03B, f"at 32k keys the default call and the forced fold run the same code and read "
+                   f"{same[0]:.1f} and {same[1]:.1f} µs")
+    stated(LAB03B, f"at 128k keys, in `bench.fold_merge`'s run (a contiguous cache, through "
+                   f"`minimodel.attention`), {rec[131072]['attention']['eager_us']:.1f} µs against "
+                   f"{rec[131072]['attention_folded']['eager_us']:.1f} folded")
+    stated(LAB03B, f"an eager call that reads up to {limit / 2**20:.0f} MiB of K/V folds the merge")
+
+
+def test_hostpath_gpu_tests_stated():
+    """Lab 03 part 2's "Run the checks": the GPU tests of the files the host-path changes touched,
+    run together on the H200 at the tree of the host-path data, as scripts/gpu_suite.sh logs."""
+    log = (ROOT / "data" / "gpu-tests-hostpath-h200.log").read_text()
+    assert log.startswith("# pytest on the NVIDIA H200"), "not a scripts/gpu_suite.sh log"
+    commit = log.splitlines()[0].rsplit("tree of commit ", 1)[1].rstrip(":")
+    assert commit == host_path()["environment"]["commit"]
+    counts = [line for line in log.splitlines() if " in " in line and "passed" in line][-1]
+    assert "failed" not in counts and "error" not in counts, counts
+    passed = int(counts.split(" passed")[0].split()[-1])
+    skipped = int(counts.split(" skipped")[0].split()[-1])
+    assert log.rstrip().endswith("exit status 0")
+    for name in ("test_paged_attention.py", "test_paged_attention_solution.py",
+                 "test_paged_fp8.py"):
+        assert f"tests/{name}" in log.splitlines()[1]  # "these three among them"
+    stated(LAB03B, f"At commit {commit}, after the host-path changes")
+    stated(LAB03B, f"its header names the files): {passed} passed, {skipped} skipped")
 
 
 def test_per_block_table_read_stated():

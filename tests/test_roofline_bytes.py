@@ -250,8 +250,8 @@ def two_launches(monkeypatch):
 )
 def test_decode_matches_the_interpreter(b, hq, hkv, ctx, d, window):
     q, k, v = decode_case(b, hq, hkv, ctx, d)
-    with count_kernel_bytes() as launches:
-        attention(q[:, :, None], k, v, causal=True, window=window)
+    with count_kernel_bytes() as launches:  # the model counts the lse: a call stores it if asked
+        attention(q[:, :, None], k, v, causal=True, window=window, return_lse=True)
     splits = launches[0].grid[1]
     model = decode_bytes(b, hq, hkv, ctx, d, num_splits=splits, window=window)
     assert [launch.kernel for launch in launches] == (
@@ -272,8 +272,9 @@ def test_paged_decode_matches_the_interpreter(b, hq, hkv, ctx, d, window, block_
     k_pool, v_pool = (torch.randn(pool, block_size, hkv, d, dtype=torch.float16) for _ in "kv")
     tables = torch.randperm(pool)[: b * per_seq].view(b, per_seq).int()  # scattered blocks
     lens = torch.full((b,), ctx, dtype=torch.int32)
-    with count_kernel_bytes() as launches:
-        paged_decode(q, k_pool, v_pool, tables, lens, num_splits=splits, window=window)
+    with count_kernel_bytes() as launches:  # return_lse: as above
+        paged_decode(q, k_pool, v_pool, tables, lens, num_splits=splits, window=window,
+                     return_lse=True)
     block_n = launches[0].meta["BLOCK_N"]
     model = paged_decode_bytes(b, hq, hkv, ctx, d, block_size=block_size, block_n=block_n,
                                num_splits=splits, window=window)
