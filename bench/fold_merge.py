@@ -22,14 +22,14 @@ FOLDS = {"folded": True, "two_launches": False}
 
 def with_fold(fn, fold: bool | None):
     """fn with FOLD_MERGE set to `fold` for its call (None: the default rule), as it is
-    captured and called; the default restored after."""
+    captured and called; the module's setting restored after."""
 
     def call():
-        pa.FOLD_MERGE = fold
+        before, pa.FOLD_MERGE = pa.FOLD_MERGE, fold
         try:
             return fn()
         finally:
-            pa.FOLD_MERGE = None
+            pa.FOLD_MERGE = before
 
     return call
 

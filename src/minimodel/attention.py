@@ -165,9 +165,8 @@ def attention(
         o, lse = attention_op(q, k, v, causal, window, scale)
     else:  # eagerly the op's dispatch alone costs more host time than a decode step's kernels
         o, lse = _forward(q, k, v, causal, window, scale, with_lse=return_lse)
-        if not return_lse:
-            return o.contiguous()  # what the op returns
-        o, lse = o.contiguous(), lse.contiguous()
+        o = o.contiguous()  # what the op returns
+        lse = lse.contiguous() if return_lse else None
     return (o, lse) if return_lse else o
 # ~/~ end
 

@@ -62,7 +62,7 @@ def host_times_us(fns: dict[str, Callable[[], object]], calls: int = 200, rounds
     failed = dict.fromkeys(names, 0)
     turn = 0
     while any(len(t) < rounds for t in times.values()):
-        for name in names[turn % len(names):] + names[:turn % len(names)]:
+        for name in _rotated(names, turn):
             if len(times[name]) == rounds:
                 continue
             fn = fns[name]
@@ -104,13 +104,19 @@ def eager_times_us(fns: dict[str, Callable[[], object]], calls: int = 200,
     torch.cuda.synchronize()
     times: dict[str, list[float]] = {name: [] for name in names}
     for turn in range(rounds):
-        for name in names[turn % len(names):] + names[:turn % len(names)]:
+        for name in _rotated(names, turn):
             start = time.perf_counter()
             for _ in range(calls):
                 fns[name]()
             torch.cuda.synchronize()
             times[name].append((time.perf_counter() - start) / calls * 1e6)
     return {name: statistics.median(t) for name, t in times.items()}
+
+
+def _rotated(names: list[str], turn: int) -> list[str]:
+    """names in the order of one round of turns: starting `turn` places along."""
+    turn %= len(names)
+    return names[turn:] + names[:turn]
 
 
 def _check_all(what: str, fns: object, **counts: int) -> list[str]:
