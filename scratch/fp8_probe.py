@@ -47,6 +47,13 @@ VARIANTS = {
                                       pa.DecodeConfig(64, 4, 3)),
     "fp16_prefetch": (PREFETCH, False, False, None),
 }
+# the tile sweep: (BLOCK_N, num_warps, num_stages) with and without per-block masks
+for _n, _w, _s in ((32, 4, 3), (64, 4, 3), (64, 8, 3), (128, 8, 3), (128, 4, 1), (256, 8, 3)):
+    VARIANTS[f"fp8_n{_n}_w{_w}_s{_s}"] = (None, True, False, pa.DecodeConfig(_n, _w, _s))
+    VARIANTS[f"fp8_blockmask_n{_n}_w{_w}_s{_s}"] = (BLOCK_MASK, True, False,
+                                                   pa.DecodeConfig(_n, _w, _s))
+for _n, _w in ((64, 8), (128, 8)):
+    VARIANTS[f"fp16_n{_n}_w{_w}_s3"] = (None, False, False, pa.DecodeConfig(_n, _w, 3))
 
 
 def slot_major(pool: torch.Tensor) -> torch.Tensor:
@@ -95,9 +102,14 @@ def main() -> None:
     budgets = {True: core.pytorch_error(c.q, c.k_hat, c.v_hat, CHECKED),
                False: core.pytorch_error(c.q, c.k16, c.v16, CHECKED)}
     records = {}
-    for name, fn in fns.items():
+    for name, fn in list(fns.items()):
         fp8 = VARIANTS[name][1]
-        out = fn()
+        try:
+            out = fn()
+        except Exception as e:  # a tile that does not compile (shared memory): dropped
+            print(name, "failed:", type(e).__name__, str(e)[:200], flush=True)
+            del fns[name]
+            continue
         rec = {"impl": name, "kv_bytes": (scaled_kv_cache_bytes if fp8 else kv_cache_bytes)(
             1, HKV, D, N, batch=B), "max_err_own_cache": core.max_error(out, refs[fp8])}
         if fp8 and base[True] is not None:
