@@ -29,7 +29,7 @@ def times(data: dict) -> str:
 
 PARTS = {
     "checks": "`attention`'s checks (`_check_call`)",
-    "allocate_outputs": "O and lse allocated (two `torch.empty`)",
+    "allocate_output": "O allocated (one `torch.empty`: no lse is asked for)",
     "decode_one_launch": "`decode_contiguous`, one split: one launch",
     "decode_split_and_merge": "`decode_contiguous`, default split, merge folded: one launch",
 }

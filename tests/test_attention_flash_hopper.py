@@ -100,5 +100,27 @@ def test_gpu_strided_inputs_and_empty_rows():
     q_t = q.transpose(1, 2).contiguous().transpose(1, 2)  # a (B, N, H, d) layout, read in place
     check_hopper(q_t, k, v, causal=True)  # Nq > Nk: the first 100 rows see no key
     check_hopper(q[..., ::2][..., :20], k[..., :20], v[..., :20])  # a strided d: one copy
+
+
+@pytest.mark.gpu
+def test_gpu_a_planned_call_refuses_and_computes_as_the_first(monkeypatch):
+    """A call under a kept plan's signature computes on its own tensors, and still refuses
+    what the signature does not decide (grad mode), or a call that differs only in an option's
+    type; plans are kept per signature, at most MAX_PLANS, the oldest dropped first."""
+    monkeypatch.setattr(attention_flash_hopper, "_PLANS", {})
+    monkeypatch.setattr(attention_flash_hopper, "MAX_PLANS", 2)
+    plans = attention_flash_hopper._PLANS
+    for _ in range(2):  # the second call's tensors are new, its signature the first's
+        check_hopper(*make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda"),
+                     causal=True, window=100)
+    assert len(plans) == 1
+    q, k, v = make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda")
+    with pytest.raises(ValueError, match="forward-only"):
+        flash_attention_hopper(q, k.requires_grad_(), v, causal=True, window=100)
+    with pytest.raises(ValueError, match="window"):  # True == 1, but a bool is no window
+        flash_attention_hopper(q, k.detach(), v, causal=True, window=True)
+    flash_attention_hopper(q, k.detach(), v, causal=True, window=1)
+    check_hopper(*make_qkv(1, 2, 2, 70, 70, 128, dtype=torch.bfloat16, device="cuda"))
+    assert len(plans) == 2 and all((int, 100) not in key for key in plans)  # the first dropped
 # ~/~ end
 # ~/~ end

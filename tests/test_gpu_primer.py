@@ -218,6 +218,66 @@ def test_launch_encodes_tma_arguments_itself(direct_launch, monkeypatch):
     assert [c[0] for c in calls] == ["jit", "jit"]
 
 
+def test_a_prepared_launch_fills_only_its_tensors(direct_launch, monkeypatch):
+    """Prepared: the first call through launch (the JIT here), later calls straight to the C
+    launcher with the call's tensors in their places (a descriptor encoded on its new base) and
+    every other argument as prepared; no tensor of the first call kept; a hook or another
+    current device sends a call back through launch."""
+    import gc
+    import weakref
+    from types import SimpleNamespace
+
+    import triton.experimental.gluon.language as gl
+
+    calls, filled = [], []
+
+    def fill(ptr, swizzle, elem_size, dtype, block, shape, strides, padding):
+        filled.append((ptr, shape, strides))
+        return f"map of {ptr}"
+
+    monkeypatch.setattr(kernels.driver.active, "utils", SimpleNamespace(fill_tma_descriptor=fill),
+                        raising=False)
+    meta = {"swizzle": 128, "elem_size": 2, "elem_type": 1, "block_size": [1, 64],
+            "fp4_padded": False}
+
+    def closure(launcher):  # Triton's wrapper: its C launcher in a closure
+        return lambda *args: launcher(*args)
+
+    compiled = SimpleNamespace(function="function", packed_metadata="metadata",
+                               metadata=SimpleNamespace(tensordesc_meta=[meta]),
+                               run=stand_in_launcher(closure(
+                                   lambda *args: calls.append(("launcher", args)))))
+
+    class Kernel:  # desc, out, n, then BLOCK: tl.constexpr
+        params = [SimpleNamespace(name=name, is_constexpr=name == "BLOCK")
+                  for name in ("desc", "out", "n", "BLOCK")]
+        fn = _scale_kernel.fn
+
+        def __getitem__(self, grid):
+            return lambda *args, **meta: calls.append(("jit",)) or compiled
+
+    layout = gl.NVMMASharedLayout.get_default_for([1, 64], gl.float16)
+    x, out = torch.zeros(4, 64, dtype=torch.float16), torch.zeros(8)
+    first = weakref.ref(x)
+    run = kernels.Prepared(Kernel(), (3,), (kernels.TmaArg(x, [4, 64], [64, 1], [1, 64], layout),
+                                            out, 17), {"BLOCK": 4})
+    run(x, out)
+    del x, out
+    gc.collect()
+    assert first() is None  # the prepared launch keeps no tensor of its first call
+    x2, out2 = torch.zeros(4, 64, dtype=torch.float16), torch.zeros(8)
+    run(x2, out2)
+    assert [c[0] for c in calls] == ["jit", "launcher"]
+    assert calls[1][1] == (3, 1, 1, 7, "function", False, False, None, None, "metadata", None,
+                           None, None, f"map of {x2.data_ptr()}", 4, 64, 64, 1, out2, 17, 4)
+    assert filled[-1] == (x2.data_ptr(), [4, 64], [64, 1])
+    with pytest.raises(ValueError):  # one tensor per place, no more, no fewer
+        run(x2)
+    monkeypatch.setattr(kernels.driver.active, "get_current_device", lambda: 1)
+    run(x2, out2)  # another current device: through launch (a new key there: the JIT)
+    assert calls[-1][0] == "jit"
+
+
 def kernels_host_dtype(device_dtype: int) -> int:
     from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
     return TMA_DTYPE_DEVICE_TO_HOST[device_dtype]

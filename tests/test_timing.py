@@ -39,7 +39,11 @@ def test_a_streaming_kernel_and_one_launch_time_as_expected():
     rate = 2 * src.nbytes / (gpu_ms * 1e-3)  # bytes read + written per second
     assert 0.5e12 < rate < 6e12, rate
     assert 0 < host_us < 1000, host_us
-    assert eager_us >= 0.9 * max(host_us, gpu_ms * 1e3), (eager_us, host_us, gpu_ms)
+    # eager time is at least the host's and, loosely, the GPU's: the suite's other workers share
+    # the GPU (pytest -n 8): on the H200 a call of 1.33 ms graph-timed read 1.18 ms eager while
+    # they ran (tree 9dc1978)
+    assert eager_us >= 0.9 * host_us and eager_us >= 0.5 * gpu_ms * 1e3, (eager_us, host_us,
+                                                                          gpu_ms)
 
 
 @pytest.mark.gpu

@@ -26,13 +26,14 @@ from minimodel.kernels import (
     INTERPRET,
     LN2,
     LOG2E,
+    Prepared,
     TmaArg,
     capability,
     cdiv,
     check_forward_only,
-    launch,
     num_sms,
     padded_width,
+    signature,
     tma_layout,
     tma_strides,
 )
@@ -364,8 +365,11 @@ def smem_bytes(head_dim: int, elem: int, block_n: int = BLOCK_N, stages: int = S
 _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 
+_FORWARD_ONLY = "the backward pass is out of scope"
+
+
 def _check_hopper_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, d: int) -> None:
-    check_forward_only("flash_attention_hopper", q, k, v, why="the backward pass is out of scope")
+    check_forward_only("flash_attention_hopper", q, k, v, why=_FORWARD_ONLY)
     if q.dtype not in _GL_DTYPES:
         raise ValueError(f"dtype {q.dtype} is not supported by flash_attention_hopper: use "
                          "float16 or bfloat16 (flash_attention also takes float32)")
@@ -429,32 +433,63 @@ def flash_attention_hopper(
     16 bytes, else a view of a padded buffer) and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
     """
+    key = signature((q, k, v), causal, window, scale, persistent, pingpong)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan, (q, k, v), in_place = _plan(q, k, v, causal, window, scale, persistent, pingpong)
+        if key is not None and in_place:
+            if len(_PLANS) == MAX_PLANS:  # the oldest plan goes: dicts keep insertion order
+                del _PLANS[next(iter(_PLANS))]
+            _PLANS[key] = plan
+    else:  # the one check that depends on more than the signature: grad mode
+        check_forward_only("flash_attention_hopper", q, k, v, why=_FORWARD_ONLY)
+    o_shape, d, lse_shape, run = plan
+    o = torch.empty(o_shape, dtype=q.dtype, device=q.device)
+    if o_shape[-1] != d:  # rows padded to 16 bytes; a view only then (each view costs host time)
+        o = o[..., :d]
+    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+    run(q, k, v, o, lse)
+    return (o, lse) if return_lse else o
+
+
+# A call's plan, kept per signature (kernels.signature: shapes, strides, dtypes, device,
+# alignment, options): what its checks decided and its launch takes but the tensors. A call
+# under a known signature runs no check but check_forward_only (grad mode is not in the key).
+MAX_PLANS = 256  # plans kept, the oldest dropped first: prompts of many lengths come and go
+_PLANS: dict[tuple, tuple] = {}
+
+
+def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int | None,
+          scale: float | None, persistent: bool, pingpong: bool) -> tuple:
+    """Checks a call and plans it: (O's buffer shape, d, lse's shape, the Prepared launch),
+    (q, k, v) as the TMA reads them (a padded copy of one it cannot read in place), and whether
+    none was copied (only then does the plan hold for the call's signature). Raises ValueError
+    for a call the kernel does not take."""
     b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d
     _check_hopper_inputs(q, k, v, d)
-    q, k, v = (tma_layout(t) for t in (q, k, v))
+    ready = [tma_layout(t) for t in (q, k, v)]
     head_dim = 64 if d <= 64 else 128  # the tile's width; the TMA zero-fills d..head_dim
-
     width = padded_width(d, q.element_size())
-    o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)
-    if width != d:  # rows padded to 16 bytes; a view only then (each view costs host time)
-        o = o[..., :d]
-    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
+    o_shape, lse_shape = (b, hq, nq, width), (b, hq, nq)
+    o = torch.empty(o_shape, dtype=q.dtype, device="meta")  # its strides, for the descriptor
+    lse = torch.empty(lse_shape, dtype=torch.float32, device="meta")
     n_m = cdiv(nq, BLOCK_M)
     n_items = n_m * b * hq
     pairs = cdiv(n_items, 2)
     grid = (min(pairs, num_sms(q.device)) if persistent else pairs,)
-    launch(
+    run = Prepared(
         _attn_fwd_ws, grid,
-        _descriptor(q, BLOCK_M // 2, head_dim), _descriptor(k, BLOCK_N, head_dim),
-        _descriptor(v, BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim), lse,
-        tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32
-        lse.stride(0), lse.stride(1),
-        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES, CAUSAL=causal,
-        WINDOWED=window is not None, PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
-        num_warps=4,
-    )
-    return (o, lse) if return_lse else o
+        (_descriptor(ready[0], BLOCK_M // 2, head_dim), _descriptor(ready[1], BLOCK_N, head_dim),
+         _descriptor(ready[2], BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim),
+         torch.empty(0, device="meta"),  # lse's place: lse itself at every call
+         tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32
+         lse.stride(0), lse.stride(1)),
+        dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES, CAUSAL=causal,
+             WINDOWED=window is not None, PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
+             num_warps=4))
+    in_place = all(r is t for r, t in zip(ready, (q, k, v), strict=True))
+    return (o_shape, d, lse_shape, run), ready, in_place
 # ~/~ end
 # ~/~ end

@@ -22,7 +22,8 @@ from minimodel.checks import check_int  # the kernels' integer arguments: checke
 
 __all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "capability", "cdiv",
            "check_forward_only", "check_int", "key_range", "launch", "next_power_of_2",
-           "num_sms", "padded_width", "TmaArg", "tma_layout", "tma_ready", "tma_strides"]
+           "num_sms", "padded_width", "Prepared", "signature", "TmaArg", "tma_layout", "tma_ready",
+           "tma_strides"]
 
 # ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
 # Read when this module is imported, like triton itself reads it: set it before importing.
@@ -220,6 +221,82 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     raw(gx, gy, gz, driver.active.get_current_stream(device), function, cooperative, pdl, None,
         None, metadata, None, None, None, *(_encode(args, encodings) if encodings else args),
         *constants)
+
+
+class Prepared:
+    """One call site's launch with every argument fixed but its tensors: `Prepared(kernel, grid,
+    args, meta)(*tensors)` is `launch(kernel, grid, *args, **meta)` with `tensors` in the places
+    of args' tensors, in order (a TmaArg's place takes its new base). What a wrapper keeps per
+    call signature, so that a call re-derives nothing but pointers: after the first call
+    (through `launch`) it calls the C launcher itself, encoding only the descriptors' bases.
+    The caller guarantees each new tensor the class of the one it replaces (dtype, 16-byte
+    alignment; for a TmaArg's base, the descriptor's shape and strides): a signature that
+    holds them is the key it keeps a Prepared under. It keeps no tensor of args."""
+
+    def __init__(self, kernel, grid: tuple[int, ...], args: tuple, meta: dict) -> None:
+        self.kernel, self.grid, self.meta = kernel, grid, meta
+        self.places = [i for i, a in enumerate(args) if type(a) in (torch.Tensor, TmaArg)]
+        # args without their tensors: nothing of the first call is kept alive
+        self.args = [a._replace(base=None) if type(a) is TmaArg else None if i in self.places
+                     else a for i, a in enumerate(args)]
+        self.direct = None  # after the first call: what a direct call needs, or False
+        self.device = None  # the device the direct call launches on
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        if self.direct and not _hooked() and driver.active.get_current_device() == self.device:
+            raw, stream, head, template, fills, constants = self.direct
+            out = template.copy()
+            for (pos, encoding), t in zip(fills, tensors, strict=True):
+                out[pos] = t if encoding is None else encoding[0](t.data_ptr(), *encoding[1:])
+            raw(*self.grid, stream(), *head, *out, *constants)
+            return
+        args = list(self.args)
+        for i, t in zip(self.places, tensors, strict=True):
+            args[i] = args[i]._replace(base=t) if type(args[i]) is TmaArg else t
+        launch(self.kernel, self.grid, *args, **self.meta)
+        if self.direct is None:
+            self.direct = self._bind(args) or False
+
+    def _bind(self, args: list) -> tuple | None:
+        """After the first call: the C launcher and the arguments as it takes them, with the
+        position of each tensor (or descriptor) to fill at a call; None off the direct path."""
+        if not _DIRECT or _hooked():
+            return None
+        self.device = device = driver.active.get_current_device()
+        key = (id(self.kernel), device, *self.meta.items(), *_classes(_backend(device), args))
+        _, function, metadata, constants, direct = _COMPILED[key]
+        if direct is None:
+            return None
+        raw, cooperative, pdl, encodings = direct
+        by_place = {e[0]: e[1:] for e in encodings}
+        fill = driver.active.utils.fill_tma_descriptor
+        template, fills = [], []
+        for i, a in enumerate(args):
+            if type(a) is TmaArg:  # the encoded descriptor, then its shape and strides
+                swizzle, elem_size, dtype, block = by_place[i]
+                fills.append((len(template), (fill, swizzle, elem_size, dtype, block, a.shape,
+                                              a.strides, 0)))
+                template += [None, *a.shape, *a.strides]
+            else:
+                if i in self.places:
+                    fills.append((len(template), None))
+                template.append(None if i in self.places else a)
+        stream = functools.partial(driver.active.get_current_stream, device)
+        gx, gy, gz = (*self.grid, 1, 1)[:3]
+        self.grid = (gx, gy, gz)
+        head = (function, cooperative, pdl, None, None, metadata, None, None, None)
+        return raw, stream, head, template, fills, tuple(constants)
+
+
+def signature(tensors: tuple, *options: object) -> tuple | None:
+    """What a wrapper's checks and launch arguments read of a call, none of its values: each
+    tensor's shape, strides, dtype, device and address mod 16, and each option with its type
+    (True == 1 otherwise). None if one of tensors is not a plain torch.Tensor (a subclass, a
+    tensor being traced): such a call takes the wrapper's full path."""
+    if any(type(t) is not torch.Tensor for t in tensors):
+        return None
+    return (*((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15) for t in tensors),
+            *((type(o), o) for o in options))
 # ~/~ end
 
 
