@@ -13,7 +13,8 @@ import torch
 
 from bench.core import arguments, call_costs, environment, paged_cache, save, sdpa_cudnn
 from minimodel.attention import _check_call, attention
-from minimodel.attention_flash_hopper import MAX_PLANS, flash_attention_hopper
+from minimodel.attention_flash_hopper import flash_attention_hopper
+from minimodel.kernels import MAX_PLANS
 from minimodel.paged_attention import decode_contiguous, paged_decode, paged_prefill
 from minimodel.timing import host_times_us
 
@@ -36,9 +37,16 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     kp, vp, table, lens = paged_cache(k, v, [n] * b, 16, seed=0)
     causal = kind == "prefill"
     print(f"{kind} B={b} {hq}/{hkv} d={d} N={n}", flush=True)
+    # The wrappers keep a plan per signature (kernels.Prepared): a call of a shape not seen in
+    # the last MAX_PLANS shapes (a decode step on a growing cache, a new prompt length) pays for
+    # its checks and its plan. Views of one buffer, a key fewer each, cycled.
+    unplanned = itertools.cycle(
+        [(q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i]) if kind == "prefill" else
+         (q, k[:, :, : n - i], v[:, :, : n - i]) for i in range(MAX_PLANS + 1)])
     fns = {
         "sdpa_cudnn": lambda: sdpa_cudnn(q, k, v, is_causal=causal),
         "attention": lambda: attention(q, k, v, causal=causal),
+        "attention_unplanned": lambda: attention(*next(unplanned), causal=causal),
     }
     refused = {"attention": refuses(lambda: attention(q, k, v.float(), causal=causal))}
     if kind == "decode":
@@ -72,14 +80,8 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     fast = lambda pool: paged_prefill(qp, kp, pool, table, lens, starts, max_query_len=n)
     checked = lambda: paged_prefill(qp, kp, vp, table, lens, starts)
     hopper = lambda v: flash_attention_hopper(q, k, v, causal=True)
-    # the Hopper kernel's plans hold per signature: a call of a shape not seen since the last
-    # MAX_PLANS shapes pays for its checks and its plan. Views of one buffer, a key fewer each.
-    unplanned = itertools.cycle(
-        [(q[:, :, : n - i], k[:, :, : n - i], v[:, :, : n - i]) for i in range(MAX_PLANS + 1)])
     fns |= {
         "flash_attention_hopper": lambda: hopper(v),
-        "flash_attention_hopper_unplanned": lambda: flash_attention_hopper(*next(unplanned),
-                                                                           causal=True),
         "paged_prefill_fast": lambda: fast(vp),
         "paged_prefill_checked": checked,
     }

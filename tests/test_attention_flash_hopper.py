@@ -6,7 +6,7 @@ import pytest
 import torch
 from test_attention_flash import attention_same_dtype, make_qkv
 
-from minimodel import attention_flash_hopper
+from minimodel import attention_flash_hopper, kernels
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.reference import attention_ref
 
@@ -108,7 +108,7 @@ def test_gpu_a_planned_call_refuses_and_computes_as_the_first(monkeypatch):
     what the signature does not decide (grad mode), or a call that differs only in an option's
     type; plans are kept per signature, at most MAX_PLANS, the oldest dropped first."""
     monkeypatch.setattr(attention_flash_hopper, "_PLANS", {})
-    monkeypatch.setattr(attention_flash_hopper, "MAX_PLANS", 2)
+    monkeypatch.setattr(kernels, "MAX_PLANS", 2)
     plans = attention_flash_hopper._PLANS
     for _ in range(2):  # the second call's tensors are new, its signature the first's
         check_hopper(*make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda"),

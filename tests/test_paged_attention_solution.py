@@ -377,6 +377,22 @@ def test_attention_decodes_alike_folded_or_not(monkeypatch, window):
         monkeypatch.setattr(pa, "FOLD_MERGE", fold)
         outs.append(attention(q, k, v, causal=True, window=window))
     torch.testing.assert_close(outs[0], outs[1], atol=0, rtol=0)
+
+
+def test_a_decode_plan_serves_its_signature_and_follows_the_settings(monkeypatch):
+    # A second call of one signature runs the first's plan on its own tensors; a setting of the
+    # module (FOLD_MERGE here) is part of the key, so changing it plans anew.
+    monkeypatch.setattr(pa, "_DECODE_PLANS", {})
+    outs = {}
+    for fold in (True, True, False):
+        monkeypatch.setattr(pa, "FOLD_MERGE", fold)
+        q, k, v = make_qkv(2, 8, 2, 1, 150, 32, device=DEVICE)
+        want = attention_ref(q.double(), k.double(), v.double(), causal=True)
+        got = attention(q, k, v, causal=True)
+        torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
+        outs[fold] = len(pa._DECODE_PLANS)
+    assert outs == {True: 1, False: 2}
+    assert all(plan[0] > 1 for plan in pa._DECODE_PLANS.values())  # split: the merge runs
 # ~/~ end
 
 

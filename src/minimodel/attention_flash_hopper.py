@@ -31,6 +31,7 @@ from minimodel.kernels import (
     capability,
     cdiv,
     check_forward_only,
+    keep,
     num_sms,
     padded_width,
     signature,
@@ -438,9 +439,7 @@ def flash_attention_hopper(
     if plan is None:
         plan, (q, k, v), in_place = _plan(q, k, v, causal, window, scale, persistent, pingpong)
         if key is not None and in_place:
-            if len(_PLANS) == MAX_PLANS:  # the oldest plan goes: dicts keep insertion order
-                del _PLANS[next(iter(_PLANS))]
-            _PLANS[key] = plan
+            keep(_PLANS, key, plan)
     else:  # the one check that depends on more than the signature: grad mode
         check_forward_only("flash_attention_hopper", q, k, v, why=_FORWARD_ONLY)
     o_shape, d, lse_shape, run = plan
@@ -455,7 +454,6 @@ def flash_attention_hopper(
 # A call's plan, kept per signature (kernels.signature: shapes, strides, dtypes, device,
 # alignment, options): what its checks decided and its launch takes but the tensors. A call
 # under a known signature runs no check but check_forward_only (grad mode is not in the key).
-MAX_PLANS = 256  # plans kept, the oldest dropped first: prompts of many lengths come and go
 _PLANS: dict[tuple, tuple] = {}
 
 
@@ -473,8 +471,7 @@ def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, windo
     head_dim = 64 if d <= 64 else 128  # the tile's width; the TMA zero-fills d..head_dim
     width = padded_width(d, q.element_size())
     o_shape, lse_shape = (b, hq, nq, width), (b, hq, nq)
-    o = torch.empty(o_shape, dtype=q.dtype, device="meta")  # its strides, for the descriptor
-    lse = torch.empty(lse_shape, dtype=torch.float32, device="meta")
+    o = torch.empty(o_shape, dtype=q.dtype, device="meta")[..., :d]  # as a call makes it
     n_m = cdiv(nq, BLOCK_M)
     n_items = n_m * b * hq
     pairs = cdiv(n_items, 2)
@@ -483,9 +480,9 @@ def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, windo
         _attn_fwd_ws, grid,
         (_descriptor(ready[0], BLOCK_M // 2, head_dim), _descriptor(ready[1], BLOCK_N, head_dim),
          _descriptor(ready[2], BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim),
-         torch.empty(0, device="meta"),  # lse's place: lse itself at every call
+         q,  # lse's place (a call passes its lse), contiguous (B, Hq, Nq):
          tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32
-         lse.stride(0), lse.stride(1)),
+         hq * nq, nq),
         dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES, CAUSAL=causal,
              WINDOWED=window is not None, PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
              num_warps=4))

@@ -20,9 +20,9 @@ from triton.runtime import driver
 
 from minimodel.checks import check_int  # the kernels' integer arguments: checked as everywhere
 
-__all__ = ["INTERPRET", "LN2", "LOG2E", "SUPPORTED_DTYPES", "capability", "cdiv",
-           "check_forward_only", "check_int", "key_range", "launch", "next_power_of_2",
-           "num_sms", "padded_width", "Prepared", "signature", "TmaArg", "tma_layout", "tma_ready",
+__all__ = ["INTERPRET", "LN2", "LOG2E", "MAX_PLANS", "SUPPORTED_DTYPES", "Prepared", "TmaArg",
+           "capability", "cdiv", "check_forward_only", "check_int", "keep", "key_range", "launch",
+           "next_power_of_2", "num_sms", "padded_width", "signature", "tma_layout", "tma_ready",
            "tma_strides"]
 
 # ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
@@ -221,8 +221,8 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
     raw(gx, gy, gz, driver.active.get_current_stream(device), function, cooperative, pdl, None,
         None, metadata, None, None, None, *(_encode(args, encodings) if encodings else args),
         *constants)
-
-
+# ~/~ end
+# ~/~ begin <<docs/gpu-primer.md#kernels-launch>>[1]
 class Prepared:
     """One call site's launch with every argument fixed but its tensors: `Prepared(kernel, grid,
     args, meta)(*tensors)` is `launch(kernel, grid, *args, **meta)` with `tensors` in the places
@@ -235,11 +235,18 @@ class Prepared:
 
     def __init__(self, kernel, grid: tuple[int, ...], args: tuple, meta: dict) -> None:
         self.kernel, self.grid, self.meta = kernel, grid, meta
-        self.places = [i for i, a in enumerate(args) if type(a) in (torch.Tensor, TmaArg)]
-        # args without their tensors: nothing of the first call is kept alive
-        self.args = [a._replace(base=None) if type(a) is TmaArg else None if i in self.places
-                     else a for i, a in enumerate(args)]
-        self.direct = None  # after the first call: what a direct call needs, or False
+        self.places = []  # where the tensors go
+        self.args = list(args)  # args without their tensors: no tensor of a call is kept alive
+        for i, a in enumerate(args):
+            if type(a) is TmaArg:
+                self.places.append(i)
+                self.args[i] = TmaArg(None, *a[1:])
+            elif type(a) is torch.Tensor:
+                self.places.append(i)
+                self.args[i] = None
+        # What a direct call needs, bound at the second call (a plan used once never pays for
+        # it): None before the first call, () before the second, then the tuple or False.
+        self.direct = None
         self.device = None  # the device the direct call launches on
 
     def __call__(self, *tensors: torch.Tensor) -> None:
@@ -252,9 +259,11 @@ class Prepared:
             return
         args = list(self.args)
         for i, t in zip(self.places, tensors, strict=True):
-            args[i] = args[i]._replace(base=t) if type(args[i]) is TmaArg else t
+            args[i] = TmaArg(t, *args[i][1:]) if type(args[i]) is TmaArg else t
         launch(self.kernel, self.grid, *args, **self.meta)
         if self.direct is None:
+            self.direct = ()
+        elif self.direct == ():
             self.direct = self._bind(args) or False
 
     def _bind(self, args: list) -> tuple | None:
@@ -288,15 +297,27 @@ class Prepared:
         return raw, stream, head, template, fills, tuple(constants)
 
 
+MAX_PLANS = 256  # plans a wrapper keeps: prompts of many lengths come and go
+
+
+def keep(plans: dict, key: tuple, plan: object) -> None:
+    """plans[key] = plan, the oldest plan dropped first (a dict keeps insertion order) once
+    MAX_PLANS are kept."""
+    if len(plans) >= MAX_PLANS:
+        del plans[next(iter(plans))]
+    plans[key] = plan
+
+
 def signature(tensors: tuple, *options: object) -> tuple | None:
     """What a wrapper's checks and launch arguments read of a call, none of its values: each
-    tensor's shape, strides, dtype, device and address mod 16, and each option with its type
-    (True == 1 otherwise). None if one of tensors is not a plain torch.Tensor (a subclass, a
-    tensor being traced): such a call takes the wrapper's full path."""
-    if any(type(t) is not torch.Tensor for t in tensors):
+    tensor's shape, strides, dtype, device and address mod 16 (None for an optional tensor left
+    out), and each option with its type (True == 1 otherwise). None if one of tensors is
+    neither None nor a plain torch.Tensor (a subclass, a tensor being traced): such a call takes
+    the wrapper's full path."""
+    if any(type(t) is not torch.Tensor and t is not None for t in tensors):
         return None
-    return (*((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15) for t in tensors),
-            *((type(o), o) for o in options))
+    return (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
+              for t in tensors), *((type(o), o) for o in options))
 # ~/~ end
 
 

@@ -18,14 +18,17 @@ from minimodel.kernels import (
     LN2,
     LOG2E,
     SUPPORTED_DTYPES,
+    Prepared,
     capability,
     cdiv,
     check_forward_only,
     check_int,
+    keep,
     key_range,
     launch,
     next_power_of_2,
     num_sms,
+    signature,
 )
 from minimodel.reference import check_mask_args, resolve_scale
 
@@ -1020,6 +1023,60 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     per (sequence, kv head, chunk), one launch, or in _merge_splits, a second launch; None:
     fold unless a CUDA graph is being captured or the call reads more than FOLD_MAX_KV_BYTES.
     with_lse=False: the caller wants O only; no lse is allocated or stored, (O, None) returned."""
+    capturing = q.is_cuda and torch.cuda.is_current_stream_capturing()
+    key = None if out is not None or workspace is not None else signature(
+        (q, k, v, block_tables, context_lens, error_flags, *(scales or (None, None))), n_k,
+        strides_k, strides_v, block_size, n_kv_heads, max_context_len, num_splits, window, tau,
+        fold_merge, with_lse, capturing, *_settings())
+    plan = _DECODE_PLANS.get(key)
+    if plan is None:
+        plan = _plan_decode(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v,
+                            block_size, n_kv_heads, max_context_len, num_splits, window, tau,
+                            error_flags, scales, fold_merge, with_lse, capturing, out,
+                            workspace)
+        if key is not None:
+            keep(_DECODE_PLANS, key, plan)
+    num_splits, fold, space, run, merge = plan
+    if out is None:
+        o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        lse_out = (torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device) if with_lse
+                   else None)
+    else:
+        o, lse_out = out
+    # Where no lse is wanted, o stands in for its pointer (never stored through: LSE=False),
+    # which costs the launch less than an allocation
+    lse_ptr = lse_out if with_lse else o
+    if num_splits == 1:  # each program writes its heads' results itself
+        o_dst, lse_dst, counts = o, lse_ptr, None
+    else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
+        o_dst, lse_dst, counts = workspace or _workspace(q.device, *space)
+    tensors = (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
+               *(scales or ()), *((o, lse_ptr, counts) if fold else ()))
+    run(*(t for t in tensors if t is not None))
+    if merge is not None:
+        merge(o_dst, lse_dst, o, lse_ptr)
+    return o, lse_out
+
+
+# A decode call's plan, kept per signature (kernels.signature, with the call's scalars and
+# whether a CUDA graph is being captured): its split, fold and launches, prepared. A serving
+# loop's steps share one (KernelPagedKVCache passes the table's capacity as max_context_len).
+_DECODE_PLANS: dict[tuple, tuple] = {}
+
+
+def _settings() -> tuple:
+    """The module's settings a decode plan depends on (benchmarks and tests change them): part
+    of its key, so that a change takes effect at the next call."""
+    return (decode_config, DECODE_MAX_GROUP_ROWS, FOLD_MERGE, FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM,
+            MIN_TILES_PER_SPLIT, MAX_SPLITS, num_sms)
+
+
+def _plan_decode(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v, block_size,
+                 n_kv_heads, max_context_len, num_splits, window, tau, error_flags, scales,
+                 fold_merge, with_lse, capturing, out, workspace) -> tuple:
+    """_launch_decode's arithmetic for one signature: (splits, fold, the workspace's sizes,
+    the decode launch and the merge's (or None), each kernels.Prepared). `out` and `workspace`
+    as _launch_decode takes them, for their strides (None: what a call allocates)."""
     paged = block_tables is not None
     shape = q.shape
     b, hq, d = shape[0], shape[1], shape[-1]
@@ -1031,38 +1088,33 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     fold = FOLD_MERGE if fold_merge is None else fold_merge
     if fold is None:  # K and V's bytes bound the call's GPU time: fold while it is short
-        fold = (2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES
-                and not (q.is_cuda and torch.cuda.is_current_stream_capturing()))
+        fold = 2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES and not capturing
     group = hq // n_kv_heads
     block_g, chunks = group_rows(group)
     if num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device),
                                        chunks)
     split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
-    if out is None:
-        o = torch.empty(shape, dtype=q.dtype, device=q.device)
-        lse_out = (torch.empty(shape[:-1], dtype=torch.float32, device=q.device) if with_lse
-                   else None)
-    else:
-        o, lse_out = out
-    # Where no lse is wanted, o stands in for its pointer (never stored through: LSE=False),
-    # which costs the launch less than an allocation
-    lse_ptr, sl_out = (lse_out, lse_out.stride()[:2]) if with_lse else (o, (0, 0))
-    so_out = o.stride()
     fold = fold and num_splits > 1  # one split writes (O, lse) itself: nothing to merge
+    # (sequence, head, column) strides of O and (sequence, head) of lse: the caller's `out`, or
+    # what a call allocates, O shaped as q and lse as q less its last dim, contiguous
+    if out is None:
+        so_out, sl_out = (hq * d, d, 1), (hq, 1)
+    else:
+        so_out, sl_out = (out[0].stride(0), out[0].stride(1), out[0].stride(-1)), (
+            out[1].stride()[:2] if with_lse else None)
+    sl_out = sl_out if with_lse else (0, 0)
+    space = (b, hq, num_splits, d, b * n_kv_heads * chunks, fold)  # _workspace's sizes
     if num_splits == 1:  # each program writes its heads' results itself
-        o_dst, lse_dst, counts = o, lse_ptr, None
         so = (so_out[0], so_out[1], 0, so_out[-1])
         sl = (*sl_out, 0)
-    else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
-        if workspace is None:
-            workspace = _workspace(q.device, b, hq, num_splits, d, b * n_kv_heads * chunks,
-                                   counts=fold)
-        o_dst, lse_dst, counts = workspace
-        so = o_dst.stride()
-        sl = lse_dst.stride()
+    elif workspace is None:  # the split workspace (B, Hq, splits, d), (B, Hq, splits)
+        so = (hq * num_splits * d, num_splits * d, d, 1)
+        sl = (hq * num_splits, num_splits, 1)
+    else:
+        so, sl = workspace[0].stride(), workspace[1].stride()
     if fold:  # the final (O, lse) and the counters, for the last program of each group
-        fold_args = (o, lse_ptr, counts, so_out[0], so_out[1], so_out[-1], *sl_out)
+        fold_args = (q, q, q, so_out[0], so_out[1], so_out[-1], *sl_out)
     else:  # never read (FOLD=False): free pointer arguments
         fold_args = (None, None, None, 0, 0, 0, 0, 0)
     if paged:  # index tensors through their strides; a length is int32, so is the row's capacity
@@ -1073,30 +1125,30 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
     sq = q.stride()
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
-    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
-    launch(
+    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None. The
+    # output and workspace pointers are q here: a call passes its own (kernels.Prepared).
+    run = Prepared(
         _paged_decode_fwd, (b * n_kv_heads * chunks, num_splits),
-        q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
-        tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
-        sq[0], sq[1], sq[-1], *strides_k, *strides_v, *tables,
-        error_flags.stride(0) if error_flags is not None else 0,
-        *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
-        *fold_args,
-        D=d, HEAD_DIM=head_dim, BLOCK_G=block_g,
-        BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
-        HAS_ERR=error_flags is not None,
-        DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32", FP8=scales is not None,
-        FOLD=fold, BLOCK_S=MERGE_BLOCK_S, STORE_LSE=with_lse or num_splits > 1, LSE=with_lse,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )
+        (q, k, v, block_tables, context_lens, q, q, error_flags,
+         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
+         sq[0], sq[1], sq[-1], *strides_k, *strides_v, *tables,
+         error_flags.stride(0) if error_flags is not None else 0,
+         *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
+         *fold_args),
+        dict(D=d, HEAD_DIM=head_dim, BLOCK_G=block_g,
+             BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged,
+             WINDOWED=window is not None, HAS_ERR=error_flags is not None,
+             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+             FP8=scales is not None, FOLD=fold, BLOCK_S=MERGE_BLOCK_S,
+             STORE_LSE=with_lse or num_splits > 1, LSE=with_lse,
+             num_warps=cfg.num_warps, num_stages=cfg.num_stages))
+    merge = None
     if num_splits > 1 and not fold:
-        launch(
+        merge = Prepared(
             _merge_splits, (b * hq,),
-            o_dst, lse_dst, o, lse_ptr, num_splits, hq,
-            *o_dst.stride(), *lse_dst.stride(), so_out[0], so_out[1], so_out[-1], *sl_out,
-            D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, LSE=with_lse, num_warps=4,
-        )
-    return o, lse_out
+            (q, q, q, q, num_splits, hq, *so, *sl, *so_out, *sl_out),
+            dict(D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, LSE=with_lse, num_warps=4))
+    return num_splits, fold, space, run, merge
 
 
 # The split workspace of the last eager call, per (device, stream, thread): reused while the
