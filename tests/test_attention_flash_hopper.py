@@ -104,16 +104,17 @@ def test_gpu_strided_inputs_and_empty_rows():
 
 @pytest.mark.gpu
 def test_gpu_a_planned_call_refuses_and_computes_as_the_first(monkeypatch):
-    """A call under a kept plan's signature computes on its own tensors, and still refuses
-    what the signature does not decide (grad mode), or a call that differs only in an option's
-    type; plans are kept per signature, at most MAX_PLANS, the oldest dropped first."""
+    """A signature's first call leaves a mark, its second a plan; later calls of it compute on
+    their own tensors (through launch, then the bound C launcher) and still refuse what the
+    signature does not decide (grad mode), or a call that differs only in an option's type.
+    At MAX_PLANS plans and marks, all are dropped."""
     monkeypatch.setattr(attention_flash_hopper, "_PLANS", {})
-    monkeypatch.setattr(kernels, "MAX_PLANS", 2)
+    monkeypatch.setattr(kernels, "MAX_PLANS", 3)
     plans = attention_flash_hopper._PLANS
-    for _ in range(2):  # the second call's tensors are new, its signature the first's
+    for _ in range(5):  # new tensors each time, one signature
         check_hopper(*make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda"),
                      causal=True, window=100)
-    assert len(plans) == 1
+    assert len(plans) == 1 and next(iter(plans.values())) is not attention_flash_hopper._SEEN
     q, k, v = make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda")
     with pytest.raises(ValueError, match="forward-only"):
         flash_attention_hopper(q, k.requires_grad_(), v, causal=True, window=100)
@@ -121,6 +122,8 @@ def test_gpu_a_planned_call_refuses_and_computes_as_the_first(monkeypatch):
         flash_attention_hopper(q, k.detach(), v, causal=True, window=True)
     flash_attention_hopper(q, k.detach(), v, causal=True, window=1)
     check_hopper(*make_qkv(1, 2, 2, 70, 70, 128, dtype=torch.bfloat16, device="cuda"))
-    assert len(plans) == 2 and all((int, 100) not in key for key in plans)  # the first dropped
+    assert len(plans) == 3
+    check_hopper(*make_qkv(1, 2, 2, 71, 70, 128, dtype=torch.bfloat16, device="cuda"))
+    assert len(plans) == 1  # a fourth signature: the three were dropped
 # ~/~ end
 # ~/~ end

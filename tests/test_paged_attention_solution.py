@@ -380,18 +380,19 @@ def test_attention_decodes_alike_folded_or_not(monkeypatch, window):
 
 
 def test_a_decode_plan_serves_its_signature_and_follows_the_settings(monkeypatch):
-    # A second call of one signature runs the first's plan on its own tensors; a setting of the
-    # module (FOLD_MERGE here) is part of the key, so changing it plans anew.
+    # A signature's first call leaves a mark, its second makes the plan, later calls run it on
+    # their own tensors (through launch, then the C launcher bound, on a GPU); a setting of the
+    # module (FOLD_MERGE here) is part of the key, so changing it starts anew.
     monkeypatch.setattr(pa, "_DECODE_PLANS", {})
-    outs = {}
-    for fold in (True, True, False):
+    for fold in (False,) * 5 + (True,):  # 1,024 keys: split in two or more, so the merge runs
         monkeypatch.setattr(pa, "FOLD_MERGE", fold)
-        q, k, v = make_qkv(2, 8, 2, 1, 150, 32, device=DEVICE)
+        q, k, v = make_qkv(2, 8, 2, 1, 1024, 32, device=DEVICE)
         want = attention_ref(q.double(), k.double(), v.double(), causal=True)
         got = attention(q, k, v, causal=True)
         torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
-        outs[fold] = len(pa._DECODE_PLANS)
-    assert outs == {True: 1, False: 2}
+    plans = list(pa._DECODE_PLANS.values())
+    assert len(plans) == 2 and plans[0] is not pa._SEEN and plans[1] is pa._SEEN
+    assert plans[0][0] > 1 and plans[0][4] is not None  # splits, and the merge's launch
 # ~/~ end
 
 

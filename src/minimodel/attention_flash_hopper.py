@@ -32,6 +32,7 @@ from minimodel.kernels import (
     cdiv,
     check_forward_only,
     keep,
+    launch,
     num_sms,
     padded_width,
     signature,
@@ -436,57 +437,51 @@ def flash_attention_hopper(
     """
     key = signature((q, k, v), causal, window, scale, persistent, pingpong)
     plan = _PLANS.get(key)
-    if plan is None:
-        plan, (q, k, v), in_place = _plan(q, k, v, causal, window, scale, persistent, pingpong)
-        if key is not None and in_place:
-            keep(_PLANS, key, plan)
-    else:  # the one check that depends on more than the signature: grad mode
+    if plan is not None and plan is not _SEEN:  # checked before: grad mode is all that is left
         check_forward_only("flash_attention_hopper", q, k, v, why=_FORWARD_ONLY)
-    o_shape, d, lse_shape, run = plan
-    o = torch.empty(o_shape, dtype=q.dtype, device=q.device)
-    if o_shape[-1] != d:  # rows padded to 16 bytes; a view only then (each view costs host time)
-        o = o[..., :d]
-    lse = torch.empty(lse_shape, dtype=torch.float32, device=q.device)
-    run(q, k, v, o, lse)
-    return (o, lse) if return_lse else o
-
-
-# A call's plan, kept per signature (kernels.signature: shapes, strides, dtypes, device,
-# alignment, options): what its checks decided and its launch takes but the tensors. A call
-# under a known signature runs no check but check_forward_only (grad mode is not in the key).
-_PLANS: dict[tuple, tuple] = {}
-
-
-def _plan(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, window: int | None,
-          scale: float | None, persistent: bool, pingpong: bool) -> tuple:
-    """Checks a call and plans it: (O's buffer shape, d, lse's shape, the Prepared launch),
-    (q, k, v) as the TMA reads them (a padded copy of one it cannot read in place), and whether
-    none was copied (only then does the plan hold for the call's signature). Raises ValueError
-    for a call the kernel does not take."""
+        o_shape, d, run = plan
+        o = torch.empty(o_shape, dtype=q.dtype, device=q.device)
+        if o_shape[-1] != d:  # rows padded to 16 bytes; a view only then (a view costs host time)
+            o = o[..., :d]
+        lse = torch.empty(o_shape[:3], dtype=torch.float32, device=q.device)
+        run(q, k, v, o, lse)
+        return (o, lse) if return_lse else o
     b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d
     _check_hopper_inputs(q, k, v, d)
     ready = [tma_layout(t) for t in (q, k, v)]
     head_dim = 64 if d <= 64 else 128  # the tile's width; the TMA zero-fills d..head_dim
+
     width = padded_width(d, q.element_size())
-    o_shape, lse_shape = (b, hq, nq, width), (b, hq, nq)
-    o = torch.empty(o_shape, dtype=q.dtype, device="meta")[..., :d]  # as a call makes it
+    o = torch.empty((b, hq, nq, width), dtype=q.dtype, device=q.device)
+    if width != d:  # rows padded to 16 bytes; a view only then (a view costs host time)
+        o = o[..., :d]
+    lse = torch.empty((b, hq, nq), dtype=torch.float32, device=q.device)
     n_m = cdiv(nq, BLOCK_M)
     n_items = n_m * b * hq
     pairs = cdiv(n_items, 2)
     grid = (min(pairs, num_sms(q.device)) if persistent else pairs,)
-    run = Prepared(
-        _attn_fwd_ws, grid,
-        (_descriptor(ready[0], BLOCK_M // 2, head_dim), _descriptor(ready[1], BLOCK_N, head_dim),
-         _descriptor(ready[2], BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim),
-         q,  # lse's place (a call passes its lse), contiguous (B, Hq, Nq):
-         tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32
-         hq * nq, nq),
-        dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES, CAUSAL=causal,
-             WINDOWED=window is not None, PINGPONG=pingpong, CONSUMER_REGS=CONSUMER_REGS,
-             num_warps=4))
-    in_place = all(r is t for r, t in zip(ready, (q, k, v), strict=True))
-    return (o_shape, d, lse_shape, run), ready, in_place
+    args = (
+        _descriptor(ready[0], BLOCK_M // 2, head_dim), _descriptor(ready[1], BLOCK_N, head_dim),
+        _descriptor(ready[2], BLOCK_N, head_dim), _descriptor(o, BLOCK_M // 2, head_dim), lse,
+        tau * LOG2E, nq, nk, hq, hq // hkv, min(window or 0, nk), n_m, n_items,  # int32
+        lse.stride(0), lse.stride(1))
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, STAGES=STAGES,
+                CAUSAL=causal, WINDOWED=window is not None, PINGPONG=pingpong,
+                CONSUMER_REGS=CONSUMER_REGS, num_warps=4)
+    launch(_attn_fwd_ws, grid, *args, **meta)
+    # A signature's first call leaves a mark, its second a plan (a prompt length seen once pays
+    # for none); only for inputs the TMA reads in place (a copy is no plan's to make)
+    if key is not None and all(r is t for r, t in zip(ready, (q, k, v), strict=True)):
+        keep(_PLANS, key, _SEEN if plan is None else
+             ((b, hq, nq, width), d, Prepared(_attn_fwd_ws, grid, args, meta)))
+    return (o, lse) if return_lse else o
+
+
+# A call's plan, kept per signature (kernels.signature: shapes, strides, dtypes, device,
+# alignment, options): O's buffer shape, d and the launch, prepared (kernels.Prepared).
+_PLANS: dict[tuple, object] = {}
+_SEEN = object()  # a signature's mark after its first call
 # ~/~ end
 # ~/~ end

@@ -235,15 +235,11 @@ class Prepared:
 
     def __init__(self, kernel, grid: tuple[int, ...], args: tuple, meta: dict) -> None:
         self.kernel, self.grid, self.meta = kernel, grid, meta
-        self.places = []  # where the tensors go
+        kinds = list(map(type, args))
+        self.places = [i for i, t in enumerate(kinds) if t is torch.Tensor or t is TmaArg]
         self.args = list(args)  # args without their tensors: no tensor of a call is kept alive
-        for i, a in enumerate(args):
-            if type(a) is TmaArg:
-                self.places.append(i)
-                self.args[i] = TmaArg(None, *a[1:])
-            elif type(a) is torch.Tensor:
-                self.places.append(i)
-                self.args[i] = None
+        for i in self.places:
+            self.args[i] = TmaArg(None, *args[i][1:]) if kinds[i] is TmaArg else None
         # What a direct call needs, bound at the second call (a plan used once never pays for
         # it): None before the first call, () before the second, then the tuple or False.
         self.direct = None
@@ -301,10 +297,10 @@ MAX_PLANS = 256  # plans a wrapper keeps: prompts of many lengths come and go
 
 
 def keep(plans: dict, key: tuple, plan: object) -> None:
-    """plans[key] = plan, the oldest plan dropped first (a dict keeps insertion order) once
-    MAX_PLANS are kept."""
+    """plans[key] = plan; once MAX_PLANS are kept, all are dropped first (dropping the oldest
+    one at a time costs a call that misses more, a scan past the deleted entries)."""
     if len(plans) >= MAX_PLANS:
-        del plans[next(iter(plans))]
+        plans.clear()
     plans[key] = plan
 
 

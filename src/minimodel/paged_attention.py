@@ -1029,14 +1029,12 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         strides_k, strides_v, block_size, n_kv_heads, max_context_len, num_splits, window, tau,
         fold_merge, with_lse, capturing, *_settings())
     plan = _DECODE_PLANS.get(key)
-    if plan is None:
-        plan = _plan_decode(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v,
-                            block_size, n_kv_heads, max_context_len, num_splits, window, tau,
-                            error_flags, scales, fold_merge, with_lse, capturing, out,
-                            workspace)
-        if key is not None:
-            keep(_DECODE_PLANS, key, plan)
-    num_splits, fold, space, run, merge = plan
+    if plan is None or plan is _SEEN:  # the whole path: the split, then the launches' arguments
+        split = _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len,
+                              num_splits, window, fold_merge, capturing)
+        num_splits, fold, space = split[:3]
+    else:
+        num_splits, fold, space, run, merge = plan
     if out is None:
         o = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         lse_out = (torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device) if with_lse
@@ -1050,18 +1048,34 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         o_dst, lse_dst, counts = o, lse_ptr, None
     else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
         o_dst, lse_dst, counts = workspace or _workspace(q.device, *space)
-    tensors = (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
-               *(scales or ()), *((o, lse_ptr, counts) if fold else ()))
-    run(*(t for t in tensors if t is not None))
-    if merge is not None:
-        merge(o_dst, lse_dst, o, lse_ptr)
+    if plan is not None and plan is not _SEEN:  # the plan's launches, given this call's tensors
+        # (in the order they stand in the launches' arguments; None ones are not arguments)
+        tensors = (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
+                   *(scales or ()), *((o, lse_ptr, counts) if fold else ()))
+        run(*(t for t in tensors if t is not None))
+        if merge is not None:
+            merge(o_dst, lse_dst, o, lse_ptr)
+        return o, lse_out
+    launches = _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v,
+                                block_size, n_kv_heads, tau, error_flags, scales, with_lse,
+                                split, o, lse_ptr, o_dst, lse_dst, counts)
+    for kernel, grid, args, meta in launches:
+        launch(kernel, grid, *args, **meta)
+    if key is not None:  # a signature seen twice gets its plan; once, a mark only
+        prepared = [Prepared(*one) for one in launches] if plan is _SEEN else None
+        keep(_DECODE_PLANS, key, _SEEN if plan is None else
+             (num_splits, fold, space, prepared[0], prepared[1] if len(prepared) > 1 else None))
     return o, lse_out
 
 
-# A decode call's plan, kept per signature (kernels.signature, with the call's scalars and
-# whether a CUDA graph is being captured): its split, fold and launches, prepared. A serving
-# loop's steps share one (KernelPagedKVCache passes the table's capacity as max_context_len).
-_DECODE_PLANS: dict[tuple, tuple] = {}
+# A decode call's plan, kept per signature (kernels.signature, with the call's scalars, whether
+# a CUDA graph is being captured and the module's settings): its split and its launches,
+# prepared (kernels.Prepared). A signature's first call leaves a mark only, its second makes the
+# plan: a decode loop on a growing contiguous cache (a new signature at every step) pays for no
+# plan, and a serving loop's steps share one (KernelPagedKVCache passes the table's capacity as
+# max_context_len, the same at every step).
+_DECODE_PLANS: dict[tuple, object] = {}
+_SEEN = object()  # a signature's mark after its first call
 
 
 def _settings() -> tuple:
@@ -1071,50 +1085,48 @@ def _settings() -> tuple:
             MIN_TILES_PER_SPLIT, MAX_SPLITS, num_sms)
 
 
-def _plan_decode(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v, block_size,
-                 n_kv_heads, max_context_len, num_splits, window, tau, error_flags, scales,
-                 fold_merge, with_lse, capturing, out, workspace) -> tuple:
-    """_launch_decode's arithmetic for one signature: (splits, fold, the workspace's sizes,
-    the decode launch and the merge's (or None), each kernels.Prepared). `out` and `workspace`
-    as _launch_decode takes them, for their strides (None: what a call allocates)."""
+def _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len, num_splits,
+                  window, fold_merge, capturing) -> tuple:
+    """How a decode call is cut: (splits, fold, the workspace's sizes for _workspace, the tile
+    config, the window as the kernel takes it, BLOCK_G, chunks, keys per split)."""
     paged = block_tables is not None
-    shape = q.shape
-    b, hq, d = shape[0], shape[1], shape[-1]
-    head_dim = max(16, next_power_of_2(d))
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     elem = k.element_size()
-    cfg = decode_config(head_dim, elem)  # the pools' bytes, not q's
+    cfg = decode_config(max(16, next_power_of_2(d)), elem)  # the pools' bytes, not q's
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     fold = FOLD_MERGE if fold_merge is None else fold_merge
     if fold is None:  # K and V's bytes bound the call's GPU time: fold while it is short
         fold = 2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES and not capturing
-    group = hq // n_kv_heads
-    block_g, chunks = group_rows(group)
+    block_g, chunks = group_rows(hq // n_kv_heads)
     if num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device),
                                        chunks)
     split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
     fold = fold and num_splits > 1  # one split writes (O, lse) itself: nothing to merge
-    # (sequence, head, column) strides of O and (sequence, head) of lse: the caller's `out`, or
-    # what a call allocates, O shaped as q and lse as q less its last dim, contiguous
-    if out is None:
-        so_out, sl_out = (hq * d, d, 1), (hq, 1)
-    else:
-        so_out, sl_out = (out[0].stride(0), out[0].stride(1), out[0].stride(-1)), (
-            out[1].stride()[:2] if with_lse else None)
-    sl_out = sl_out if with_lse else (0, 0)
-    space = (b, hq, num_splits, d, b * n_kv_heads * chunks, fold)  # _workspace's sizes
-    if num_splits == 1:  # each program writes its heads' results itself
+    space = (b, hq, num_splits, d, b * n_kv_heads * chunks, fold)
+    return num_splits, fold, space, cfg, window, block_g, chunks, split_len
+
+
+def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v, block_size,
+                     n_kv_heads, tau, error_flags, scales, with_lse, split, o, lse_ptr, o_dst,
+                     lse_dst, counts) -> list[tuple]:
+    """The decode kernel's launch and, split and not folded, the merge's: (kernel, grid, args,
+    meta) each, for `launch` or kernels.Prepared."""
+    num_splits, fold, _, cfg, window, block_g, chunks, split_len = split
+    paged = block_tables is not None
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    head_dim = max(16, next_power_of_2(d))
+    so_out = o.stride()
+    sl_out = lse_ptr.stride()[:2] if with_lse else (0, 0)
+    if num_splits == 1:
         so = (so_out[0], so_out[1], 0, so_out[-1])
         sl = (*sl_out, 0)
-    elif workspace is None:  # the split workspace (B, Hq, splits, d), (B, Hq, splits)
-        so = (hq * num_splits * d, num_splits * d, d, 1)
-        sl = (hq * num_splits, num_splits, 1)
     else:
-        so, sl = workspace[0].stride(), workspace[1].stride()
+        so, sl = o_dst.stride(), lse_dst.stride()
     if fold:  # the final (O, lse) and the counters, for the last program of each group
-        fold_args = (q, q, q, so_out[0], so_out[1], so_out[-1], *sl_out)
+        fold_args = (o, lse_ptr, counts, so_out[0], so_out[1], so_out[-1], *sl_out)
     else:  # never read (FOLD=False): free pointer arguments
         fold_args = (None, None, None, 0, 0, 0, 0, 0)
     if paged:  # index tensors through their strides; a length is int32, so is the row's capacity
@@ -1124,31 +1136,31 @@ def _plan_decode(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v,
     else:  # PAGED=False never reads the table or the lengths: None for both pointers
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
     sq = q.stride()
+    group = hq // n_kv_heads
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
-    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None. The
-    # output and workspace pointers are q here: a call passes its own (kernels.Prepared).
-    run = Prepared(
+    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
+    launches = [(
         _paged_decode_fwd, (b * n_kv_heads * chunks, num_splits),
-        (q, k, v, block_tables, context_lens, q, q, error_flags,
+        (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
          tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
          sq[0], sq[1], sq[-1], *strides_k, *strides_v, *tables,
          error_flags.stride(0) if error_flags is not None else 0,
          *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
          *fold_args),
-        dict(D=d, HEAD_DIM=head_dim, BLOCK_G=block_g,
-             BLOCK_N=cfg.block_n, BLOCK_SIZE=block_size, PAGED=paged,
-             WINDOWED=window is not None, HAS_ERR=error_flags is not None,
+        dict(D=d, HEAD_DIM=head_dim, BLOCK_G=block_g, BLOCK_N=cfg.block_n,
+             BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
+             HAS_ERR=error_flags is not None,
              DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
              FP8=scales is not None, FOLD=fold, BLOCK_S=MERGE_BLOCK_S,
              STORE_LSE=with_lse or num_splits > 1, LSE=with_lse,
-             num_warps=cfg.num_warps, num_stages=cfg.num_stages))
-    merge = None
+             num_warps=cfg.num_warps, num_stages=cfg.num_stages))]
     if num_splits > 1 and not fold:
-        merge = Prepared(
+        launches.append((
             _merge_splits, (b * hq,),
-            (q, q, q, q, num_splits, hq, *so, *sl, *so_out, *sl_out),
-            dict(D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, LSE=with_lse, num_warps=4))
-    return num_splits, fold, space, run, merge
+            (o_dst, lse_dst, o, lse_ptr, num_splits, hq, *o_dst.stride(), *lse_dst.stride(),
+             so_out[0], so_out[1], so_out[-1], *sl_out),
+            dict(D=d, HEAD_DIM=head_dim, BLOCK_S=MERGE_BLOCK_S, LSE=with_lse, num_warps=4)))
+    return launches
 
 
 # The split workspace of the last eager call, per (device, stream, thread): reused while the
