@@ -16,6 +16,14 @@ Variants (patched copies of minimodel.paged_attention, see fp8_sass.py for the p
   fp8_vT_blockmask[_prefetch]  slot-major V + block masks (+ prefetch), 128-key tiles
   fp8_vT_n64_blockmask_prefetch  the same with 64-key tiles
   fp16_prefetch                the 16-bit kernel with the prefetch
+  fp8_n{N}_w{W}_s{S}[...]       the tile sweep (BLOCK_N, warps, stages), with and without block masks
+  fp8_headmajor[_blockmask], fp16_headmajor   pools stored (block, head, slot, d) (strides only)
+
+Measured at 668c07e (data/fp8-probe-h200.json): block masks 268.5 us against the shipped 300.7
+(16-bit 277.8); slot-major V 364.5 alone, 274.7 with block masks; no tile, warp or stage count
+faster. Instruction counts (scratch/fp8_sass.txt) do not order these times: fp8_vT_blockmask
+issues 29% fewer instructions per tile than fp8_blockmask and is not faster. Not yet run: the
+head-major pools (a kv head's block one 2 KiB run instead of 128-byte rows 1 KiB apart).
 """
 
 import argparse
@@ -47,6 +55,10 @@ VARIANTS = {
                                       pa.DecodeConfig(64, 4, 3)),
     "fp16_prefetch": (PREFETCH, False, False, None),
 }
+# pools stored head-major (block, head, slot, d): a kv head's block one contiguous run (2 KiB of
+# 8-bit K at d = 128) instead of 128-byte rows 1 KiB apart (the token-major layout's stride)
+HEAD_MAJOR = {"fp8_headmajor": (None, True), "fp8_headmajor_blockmask": (BLOCK_MASK, True),
+              "fp16_headmajor": (None, False)}
 # the tile sweep: (BLOCK_N, num_warps, num_stages) with and without per-block masks
 for _n, _w, _s in ((32, 4, 3), (64, 4, 3), (64, 8, 3), (128, 8, 3), (128, 4, 1), (256, 8, 3)):
     VARIANTS[f"fp8_n{_n}_w{_w}_s{_s}"] = (None, True, False, pa.DecodeConfig(_n, _w, _s))
@@ -63,7 +75,21 @@ def slot_major(pool: torch.Tensor) -> torch.Tensor:
     return stored.view(pool.dtype) if pool.element_size() == 1 else stored
 
 
+def head_major(pool: torch.Tensor) -> torch.Tensor:
+    """The same pool stored (block, head, slot, d), returned as its (block, slot, head, d) view."""
+    u8 = pool.view(torch.uint8) if pool.element_size() == 1 else pool
+    stored = u8.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3)
+    return stored.view(pool.dtype) if pool.element_size() == 1 else stored
+
+
 def make_fn(name, c):
+    if name in HEAD_MAJOR:
+        patches, fp8 = HEAD_MAJOR[name]
+        module = pa if patches is None else patched_module(name, patches)
+        pools = (c.k_pool8, c.v_pool8) if fp8 else (c.k_pool16, c.v_pool16)
+        args = (c.q, *(head_major(p) for p in pools), c.table, c.lens_t)
+        kw = {"k_scale": c.k_scale, "v_scale": c.v_scale} if fp8 else {}
+        return lambda: module.paged_decode(*args, max_context_len=N, **kw)
     patches, fp8, vt, cfg = VARIANTS[name]
     module = pa if patches is None else patched_module(name, patches)
     if fp8:
@@ -85,7 +111,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--once", action="store_true", help="one call each (for ncu)")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--variant", nargs="*", default=list(VARIANTS))
+    parser.add_argument("--variant", nargs="*", default=list(VARIANTS) + list(HEAD_MAJOR))
     a = parser.parse_args()
     t0 = time.time()
     c = cache()
@@ -103,7 +129,7 @@ def main() -> None:
                False: core.pytorch_error(c.q, c.k16, c.v16, CHECKED)}
     records = {}
     for name, fn in list(fns.items()):
-        fp8 = VARIANTS[name][1]
+        fp8 = HEAD_MAJOR[name][1] if name in HEAD_MAJOR else VARIANTS[name][1]
         try:
             out = fn()
         except Exception as e:  # a tile that does not compile (shared memory): dropped
