@@ -37,9 +37,10 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     kp, vp, table, lens = paged_cache(k, v, [n] * b, 16, seed=0)
     causal = kind == "prefill"
     print(f"{kind} B={b} {hq}/{hkv} d={d} N={n}", flush=True)
-    # The wrappers keep a plan per signature (kernels.Prepared): a call of a shape not seen in
-    # the last MAX_PLANS shapes (a decode step on a growing cache, a new prompt length) pays for
-    # its checks and its plan. Views of one buffer, a key fewer each, cycled.
+    # The wrappers keep a plan per signature from its second call (kernels.Prepared): a call of
+    # a shape not seen lately (a decode step on a growing cache, a new prompt length) takes the
+    # whole path and leaves a mark. Views of one buffer, MAX_PLANS + 1 lengths cycled: no
+    # signature comes back before its mark is dropped, so no call here is planned.
     unplanned = itertools.cycle(
         [(q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i]) if kind == "prefill" else
          (q, k[:, :, : n - i], v[:, :, : n - i]) for i in range(MAX_PLANS + 1)])

@@ -5,6 +5,10 @@ arguments built once (the launch path alone), the C launcher with descriptors en
 torch.empty, and a one-element add_ (a bare PyTorch launch). The same for a decode step.
 
     PYTHONPATH=src:. python scratch/host_probe.py
+
+Written and run before the wrappers kept plans (3a952a1's parent, 668c07e): since then a
+signature's third call goes through kernels.Prepared, not through the module's `launch`, so
+the "launch a no-op" row would time real launches; clear attention_flash_hopper._PLANS first.
 """
 
 import time

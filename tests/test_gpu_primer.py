@@ -271,6 +271,9 @@ def test_a_prepared_launch_fills_only_its_tensors(direct_launch, monkeypatch):
     assert calls[1][1] == (3, 1, 1, 7, "function", False, False, None, None, "metadata", None,
                            None, None, f"map of {x2.data_ptr()}", 4, 64, 64, 1, out2, 17, 4)
     assert filled[-1] == (x2.data_ptr(), [4, 64], [64, 1])
+    x3, out3 = torch.ones(4, 64, dtype=torch.float16), torch.ones(8)
+    run(x3, out3)  # the bound call again, with its own tensors
+    assert calls[-1][1][13:] == (f"map of {x3.data_ptr()}", 4, 64, 64, 1, out3, 17, 4)
     with pytest.raises(ValueError):  # one tensor per place, no more, no fewer
         run(x2)
     monkeypatch.setattr(kernels.driver.active, "get_current_device", lambda: 1)

@@ -393,6 +393,33 @@ def test_a_decode_plan_serves_its_signature_and_follows_the_settings(monkeypatch
     plans = list(pa._DECODE_PLANS.values())
     assert len(plans) == 2 and plans[0] is not pa._SEEN and plans[1] is pa._SEEN
     assert plans[0][0] > 1 and plans[0][4] is not None  # splits, and the merge's launch
+
+
+@pytest.mark.parametrize(("fold", "lse", "flags", "fp8"), [
+    (None, True, True, False), (True, False, False, True), (False, True, True, True),
+    (False, False, False, False)])
+def test_paged_decode_plans_compute_as_the_whole_path(monkeypatch, fold, lse, flags, fp8):
+    # The paged fast path on new data at every call, planned (a mark, a plan, then the plan's
+    # launches) against the same call with no plan kept: the same bits, lse and flags included.
+    monkeypatch.setattr(pa, "FOLD_MERGE", fold)
+    plans = {}
+    for seed in range(4):
+        _, _, k_pool, v_pool, table, lens = make_cache([70, 33, 120], 2, 32, 16, seed=seed)
+        scales = {}
+        if fp8:
+            (k_pool, ks), (v_pool, vs) = pa.quantize_kv(k_pool), pa.quantize_kv(v_pool)
+            scales = {"k_scale": ks, "v_scale": vs}
+        q = make_q(3, 4, 32, seed=seed)
+        results = []
+        for kept in (plans, {}):
+            monkeypatch.setattr(pa, "_DECODE_PLANS", kept)
+            err = torch.zeros(3, dtype=torch.int32, device=DEVICE) if flags else None
+            got = paged_decode(q, k_pool, v_pool, table, lens, max_context_len=128,
+                               return_lse=lse, error_flags=err, **scales)
+            results.append([*(got if lse else (got,)), *((err,) if flags else ())])
+        for planned, whole in zip(*results, strict=True):
+            torch.testing.assert_close(planned, whole, atol=0, rtol=0, equal_nan=True)
+    assert len(plans) == 1 and next(iter(plans.values())) is not pa._SEEN
 # ~/~ end
 
 

@@ -435,7 +435,7 @@ def flash_attention_hopper(
     16 bytes, else a view of a padded buffer) and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
     """
-    key = signature((q, k, v), causal, window, scale, persistent, pingpong)
+    key = signature((q, k, v), causal, window, scale, persistent, pingpong, *_settings())
     plan = _PLANS.get(key)
     if plan is not None and plan is not _SEEN:  # checked before: grad mode is all that is left
         check_forward_only("flash_attention_hopper", q, k, v, why=_FORWARD_ONLY)
@@ -483,5 +483,11 @@ def flash_attention_hopper(
 # alignment, options): O's buffer shape, d and the launch, prepared (kernels.Prepared).
 _PLANS: dict[tuple, object] = {}
 _SEEN = object()  # a signature's mark after its first call
+
+
+def _settings() -> tuple:
+    """The module's settings a plan depends on: part of its key, so that a benchmark that
+    changes one plans anew."""
+    return BLOCK_M, BLOCK_N, STAGES, CONSUMER_REGS, num_sms
 # ~/~ end
 # ~/~ end

@@ -227,23 +227,25 @@ class Prepared:
     """One call site's launch with every argument fixed but its tensors: `Prepared(kernel, grid,
     args, meta)(*tensors)` is `launch(kernel, grid, *args, **meta)` with `tensors` in the places
     of args' tensors, in order (a TmaArg's place takes its new base). What a wrapper keeps per
-    call signature, so that a call re-derives nothing but pointers: after the first call
-    (through `launch`) it calls the C launcher itself, encoding only the descriptors' bases.
-    The caller guarantees each new tensor the class of the one it replaces (dtype, 16-byte
-    alignment; for a TmaArg's base, the descriptor's shape and strides): a signature that
-    holds them is the key it keeps a Prepared under. It keeps no tensor of args."""
+    call signature, so that a call re-derives nothing but pointers: made from the arguments of a
+    call that `launch` has just run, it calls the C launcher itself from its first call, filling
+    in the tensors and encoding only the descriptors' bases (made before any launch of its key,
+    it goes through `launch` once first). The caller guarantees each new tensor the class of the
+    one it replaces (dtype, 16-byte alignment; for a TmaArg's base, the descriptor's shape and
+    strides): a signature that holds them is the key it keeps a Prepared under. Outputs a call
+    allocates are 16-byte aligned by PyTorch's caching allocator (it aligns to 512 bytes). It
+    keeps no tensor of args."""
 
     def __init__(self, kernel, grid: tuple[int, ...], args: tuple, meta: dict) -> None:
         self.kernel, self.grid, self.meta = kernel, grid, meta
         kinds = list(map(type, args))
         self.places = [i for i, t in enumerate(kinds) if t is torch.Tensor or t is TmaArg]
+        self.device = None  # the device the direct call launches on
+        # what a direct call needs (None: not yet compiled under this key; False: never)
+        self.direct = self._bind(args)
         self.args = list(args)  # args without their tensors: no tensor of a call is kept alive
         for i in self.places:
             self.args[i] = TmaArg(None, *args[i][1:]) if kinds[i] is TmaArg else None
-        # What a direct call needs, bound at the second call (a plan used once never pays for
-        # it): None before the first call, () before the second, then the tuple or False.
-        self.direct = None
-        self.device = None  # the device the direct call launches on
 
     def __call__(self, *tensors: torch.Tensor) -> None:
         if self.direct and not _hooked() and driver.active.get_current_device() == self.device:
@@ -258,20 +260,23 @@ class Prepared:
             args[i] = TmaArg(t, *args[i][1:]) if type(args[i]) is TmaArg else t
         launch(self.kernel, self.grid, *args, **self.meta)
         if self.direct is None:
-            self.direct = ()
-        elif self.direct == ():
-            self.direct = self._bind(args) or False
+            self.direct = self._bind(args)
 
-    def _bind(self, args: list) -> tuple | None:
-        """After the first call: the C launcher and the arguments as it takes them, with the
-        position of each tensor (or descriptor) to fill at a call; None off the direct path."""
-        if not _DIRECT or _hooked():
+    def _bind(self, args) -> tuple | bool | None:
+        """The C launcher and the arguments as it takes them, with the position of each tensor
+        (or descriptor) to fill at a call: None if `launch` has not compiled args' key yet, False
+        off the direct path (no direct launch on this Triton, scratch memory)."""
+        if not _DIRECT:
+            return False
+        if _hooked():  # a profiler's hook: bound at a later call without one
             return None
         self.device = device = driver.active.get_current_device()
         key = (id(self.kernel), device, *self.meta.items(), *_classes(_backend(device), args))
+        if key not in _COMPILED:
+            return None
         _, function, metadata, constants, direct = _COMPILED[key]
         if direct is None:
-            return None
+            return False
         raw, cooperative, pdl, encodings = direct
         by_place = {e[0]: e[1:] for e in encodings}
         fill = driver.active.utils.fill_tma_descriptor
@@ -308,12 +313,17 @@ def signature(tensors: tuple, *options: object) -> tuple | None:
     """What a wrapper's checks and launch arguments read of a call, none of its values: each
     tensor's shape, strides, dtype, device and address mod 16 (None for an optional tensor left
     out), and each option with its type (True == 1 otherwise). None if one of tensors is
-    neither None nor a plain torch.Tensor (a subclass, a tensor being traced): such a call takes
-    the wrapper's full path."""
-    if any(type(t) is not torch.Tensor and t is not None for t in tensors):
+    neither None nor a plain strided torch.Tensor with storage (a subclass, a tensor being
+    traced, a sparse one): such a call takes the wrapper's full path."""
+    if any(t is not None and (type(t) is not torch.Tensor or t.layout is not torch.strided)
+           for t in tensors):
+        return None  # a sparse tensor has no strides: the wrapper's checks refuse it
+    try:
+        return (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device,
+                                          t.data_ptr() & 15) for t in tensors),
+                *((type(o), o) for o in options))
+    except RuntimeError:  # a tensor without storage (a functorch wrapper...): the full path
         return None
-    return (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() & 15)
-              for t in tensors), *((type(o), o) for o in options))
 # ~/~ end
 
 

@@ -1081,8 +1081,9 @@ _SEEN = object()  # a signature's mark after its first call
 def _settings() -> tuple:
     """The module's settings a decode plan depends on (benchmarks and tests change them): part
     of its key, so that a change takes effect at the next call."""
-    return (decode_config, DECODE_MAX_GROUP_ROWS, FOLD_MERGE, FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM,
-            MIN_TILES_PER_SPLIT, MAX_SPLITS, num_sms)
+    return (decode_config, DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS, FOLD_MERGE,
+            FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS, MERGE_BLOCK_S,
+            num_sms, INTERPRET)
 
 
 def _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len, num_splits,
