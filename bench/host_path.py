@@ -41,8 +41,13 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     # the last MAX_PLANS shapes (a decode step on a growing cache, a new prompt length) pays for
     # its checks and its plan. Views of one buffer, a key fewer each, cycled.
     unplanned = itertools.cycle(
-        [(q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i]) if kind == "prefill" else
-         (q, k[:, :, : n - i], v[:, :, : n - i]) for i in range(MAX_PLANS + 1)])
+        [
+            (q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i])
+            if kind == "prefill"
+            else (q, k[:, :, : n - i], v[:, :, : n - i])
+            for i in range(MAX_PLANS + 1)
+        ]
+    )
     fns = {
         "sdpa_cudnn": lambda: sdpa_cudnn(q, k, v, is_causal=causal),
         "attention": lambda: attention(q, k, v, causal=causal),
