@@ -42,8 +42,13 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     # whole path and leaves a mark. Views of one buffer, MAX_PLANS + 1 lengths cycled: no
     # signature comes back before its mark is dropped, so no call here is planned.
     unplanned = itertools.cycle(
-        [(q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i]) if kind == "prefill" else
-         (q, k[:, :, : n - i], v[:, :, : n - i]) for i in range(MAX_PLANS + 1)])
+        [
+            (q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i])
+            if kind == "prefill"
+            else (q, k[:, :, : n - i], v[:, :, : n - i])
+            for i in range(MAX_PLANS + 1)
+        ]
+    )
     fns = {
         "sdpa_cudnn": lambda: sdpa_cudnn(q, k, v, is_causal=causal),
         "attention": lambda: attention(q, k, v, causal=causal),

@@ -1165,9 +1165,9 @@ def test_eager_timing_calls_outlast_the_host():
 LAB03B = "lab/03b-paged-kernels.md"
 
 
-def host_path_ratios() -> tuple[list[float], list[float], list[float]]:
-    """GPU-time ratios to cuDNN of attention and of the paged prefill, and host-time excesses."""
-    attention, prefill, extra = [], [], []
+def host_path_ratios() -> tuple[list[float], list[float]]:
+    """GPU-time ratios to cuDNN of attention (under its plan) and of the paged prefill."""
+    attention, prefill = [], []
     for case in host_path()["cases"]:
         ref = next(r for r in case["records"] if r["impl"] == "sdpa_cudnn")
         for r in case["records"]:
@@ -1175,9 +1175,7 @@ def host_path_ratios() -> tuple[list[float], list[float], list[float]]:
                 attention.append(r["gpu_ms"] / ref["gpu_ms"])
             if r["impl"] == "paged_prefill_fast":
                 prefill.append(r["gpu_ms"] / ref["gpu_ms"])
-            if r["impl"] != "sdpa_cudnn" and r["host_us"] is not None:
-                extra.append(r["host_us"] - ref["host_us"])
-    return attention, prefill, extra
+    return attention, prefill
 
 
 @cache
@@ -1185,86 +1183,114 @@ def host_path() -> dict:
     return json.loads((ROOT / "data" / "host-path-h200.json").read_text())
 
 
-def host_over(kind: str, size: int) -> dict[str, float]:
-    """Host µs over SDPA-cuDNN's, by call, at one shape of data/host-path-h200.json."""
+def host_record(kind: str, size: int) -> dict[str, dict]:
+    """The records of one shape of data/host-path-h200.json, by call."""
     case = next(c for c in host_path()["cases"]
                 if c["kind"] == kind and c.get("keys", c.get("n")) == size)
-    t = {r["impl"]: r["host_us"] for r in case["records"] if r["host_us"] is not None}
+    return {r["impl"]: r for r in case["records"]}
+
+
+def host_over(kind: str, size: int) -> dict[str, float]:
+    """Host µs over SDPA-cuDNN's, by call, at one shape of data/host-path-h200.json."""
+    t = {k: r["host_us"] for k, r in host_record(kind, size).items() if r["host_us"] is not None}
     return {impl: us - t["sdpa_cudnn"] for impl, us in t.items() if impl != "sdpa_cudnn"}
 
 
+def fold_merge_data() -> dict:
+    return json.loads((ROOT / "data" / "fold-merge-h200.json").read_text())
+
+
+def minus(x: float, fmt: str = "+.1f") -> str:
+    """A signed number as the pages write it: a true minus sign."""
+    return format(x, fmt).replace("-", "−")
+
+
 def test_host_path_graph_ratios_and_host_excess_stated():
-    """Lab 03 part 2: the host-time bar (SDPA's plus 10 µs) met by attention's decode at 4k keys
-    only; the eager bar (1.5x) missed here; host readings move between and within runs."""
-    attention, prefill, extra = host_path_ratios()
+    """Lab 03 part 2: every call under a plan within issue 22's host bar (SDPA's plus 10 µs), a
+    call with a new signature past it; the eager bar (1.5x) met at 4k keys; the host readings of
+    this run against another's, and within it."""
+    attention, prefill = host_path_ratios()
     stated(LAB03B, f"`minimodel.attention` takes {min(attention):.2f} to {max(attention):.2f} "
                    f"times cuDNN's GPU time on these shapes, and the paged prefill kernel "
                    f"{min(prefill):.2f} to {max(prefill):.2f} times")
-    stated(LAB03B, f"from {-min(extra):.1f} µs less than SDPA's to {max(extra):.1f} µs more")
     data = host_path()
     dec4, dec32 = host_over("decode", 4096), host_over("decode", 32768)
     pre512, pre1024 = host_over("prefill", 512), host_over("prefill", 1024)
-    assert dec4["attention"] <= 10 < dec32["attention"]  # "meets it, narrowly ... does not"
-    stated(LAB03B, f"`attention`'s decode at 4k keys meets it, narrowly ({dec4['attention']:+.1f} "
-                   f"µs), and at 32k keys does not ({dec32['attention']:+.1f} µs); its prefill "
-                   f"does not ({pre512['attention']:+.1f} µs at \\(N = 512\\), "
-                   f"{pre1024['attention']:+.1f} µs at \\(N = 1024\\)), nor does "
-                   f"`flash_attention_hopper` called alone ({pre512['flash_attention_hopper']:+.1f}"
-                   f" and {pre1024['flash_attention_hopper']:+.1f} µs)")
-    hopper = [pre512["flash_attention_hopper"], pre1024["flash_attention_hopper"]]
-    assert min(pre512["attention"], pre1024["attention"], *hopper) > 10
-    paged_prefill = [pre512["paged_prefill_fast"], pre1024["paged_prefill_fast"]]
-    paged_decode = [dec4["paged_decode_fast"], dec32["paged_decode_fast"]]
-    assert min(paged_decode) > 10  # "above it"
-    stated(LAB03B, f"(within {max(abs(x) for x in paged_prefill):.1f} µs at both lengths); the "
-                   f"paged decode's is above it ({paged_decode[0]:+.1f} and {paged_decode[1]:+.1f}"
-                   " µs)")
-    eager = {r["impl"]: r["eager_us"] for c in data["cases"]
-             if (c["kind"], c.get("keys")) == ("decode", 4096) for r in c["records"]}
-    ratio = eager["attention"] / eager["sdpa_cudnn"]
-    assert 1.5 < ratio < 1.53  # "missed, by a hair"
-    stated(LAB03B, f"Eager decode at 4k keys takes {ratio:.2f} times cuDNN's eager time here: "
-                   "the bar of 1.5 is missed, by a hair")
-    assert 10 - dec4["attention"] < 1.5  # "narrowly"
-    stated(LAB03B, f"The decode bar is met at 4k keys by {10 - dec4['attention']:.1f} µs in this "
-                   "run")
-    # The same decode call in bench.fold_merge's run, on the same tree: the absolute readings
-    # moved, the difference held, the eager ratio did not.
-    fold = json.loads((ROOT / "data" / "fold-merge-h200.json").read_text())
-    assert fold["environment"]["commit"] == data["environment"]["commit"]  # "the same tree"
-    there = {r["impl"]: r for c in fold["cases"] if c["keys"] == 4096 for r in c["records"]}
-    here = {r["impl"]: r for c in data["cases"]
-            if (c["kind"], c.get("keys")) == ("decode", 4096) for r in c["records"]}
-    moved = {k: there[k]["host_us"] - here[k]["host_us"] for k in ("attention", "sdpa_cudnn")}
-    diff = there["attention"]["host_us"] - there["sdpa_cudnn"]["host_us"]
-    assert min(moved.values()) > 15 and abs(diff - dec4["attention"]) < 1  # "moved ... held"
-    ratio_there = there["attention"]["eager_us"] / there["sdpa_cudnn"]["eager_us"]
-    assert ratio_there < 1.5 < ratio  # "missed in one run and met in the other"
-    stated(LAB03B, f"`attention`'s host time read {there['attention']['host_us']:.1f} µs against "
-                   f"SDPA's {there['sdpa_cudnn']['host_us']:.1f} there. The absolute readings "
-                   f"moved between the two runs (`attention`'s by {moved['attention']:.1f} µs, "
-                   f"SDPA's by {moved['sdpa_cudnn']:.1f}), and the difference held "
-                   f"({dec4['attention']:+.1f} and {diff:+.1f} µs); the eager ratio did not "
-                   f"({ratio:.2f} here, {ratio_there:.2f} there)")
-    decode = {c["keys"]: next(r for r in c["records"] if r["impl"] == "attention")["host_us"]
-              for c in data["cases"] if c["kind"] == "decode"}
-    assert abs(decode[4096] - decode[32768]) > 20  # "the pace moves too"
-    stated(LAB03B, f"took {decode[4096]:.1f} and {decode[32768]:.1f} µs")
+    planned = [o[k] for o in (dec4, dec32, pre512, pre1024) for k in o
+               if k != "attention_unplanned"]
+    assert max(planned) <= 10  # "every call under a plan is within it"
+    stated(LAB03B, f"`attention` reads {minus(dec4['attention'])} µs against SDPA's at 4k keys "
+                   f"and {minus(dec32['attention'])} µs at 32k, {minus(pre512['attention'])} µs "
+                   f"at \\(N = 512\\) and {minus(pre1024['attention'])} µs at \\(N = 1024\\); "
+                   f"`flash_attention_hopper` called alone "
+                   f"{minus(pre512['flash_attention_hopper'])} and "
+                   f"{minus(pre1024['flash_attention_hopper'])} µs; the paged decode's fast path "
+                   f"{minus(dec4['paged_decode_fast'])} and {minus(dec32['paged_decode_fast'])} "
+                   f"µs, the paged prefill's {minus(pre512['paged_prefill_fast'])} and "
+                   f"{minus(pre1024['paged_prefill_fast'])} µs")
+    layer = [p["attention"] - p["flash_attention_hopper"] for p in (pre512, pre1024)]
+    assert min(layer) > 0
+    stated(LAB03B, f"What `attention` adds to the Hopper wrapper in prefill, {layer[0]:.1f} and "
+                   f"{layer[1]:.1f} µs")
+    unplanned = [o["attention_unplanned"] for o in (dec4, dec32, pre512, pre1024)]
+    assert min(unplanned) > 10  # "not within the bar"
+    stated(LAB03B, f"`attention_unplanned` reads {unplanned[0]:+.1f} and {unplanned[1]:+.1f} µs "
+                   f"in decode, {unplanned[2]:+.1f} and {unplanned[3]:+.1f} µs in prefill")
+    saves = [o["attention_unplanned"] - o["attention"] for o in (dec4, dec32, pre512, pre1024)]
+    stated(LAB03B, "so a plan saves " + ", ".join(f"{x:.1f}" for x in saves[:3])
+           + f" and {saves[3]:.1f} µs per call")
+    # the unplanned call's recipe: more lengths than the plans kept, taken in turn
+    assert "for i in range(MAX_PLANS + 1)" in (ROOT / "bench" / "host_path.py").read_text()
+    # the eager bar, and the eager decode at 32k keys that waits for the folded merge
+    r4, r32 = host_record("decode", 4096), host_record("decode", 32768)
+    ratio = r4["attention"]["eager_us"] / r4["sdpa_cudnn"]["eager_us"]
+    assert ratio <= 1.5
+    stated(LAB03B, f"Eager decode at 4k keys takes {ratio:.2f} times cuDNN's eager time: the bar "
+                   "of 1.5 is met")
+    ratio32 = r32["attention"]["eager_us"] / r32["sdpa_cudnn"]["eager_us"]
+    assert r32["attention"]["host_us"] < r32["attention"]["gpu_ms"] * 1e3  # "shorter than"
+    fold = {c["keys"]: {r["impl"]: r for r in c["records"]} for c in fold_merge_data()["cases"]}
+    folded = fold[32768]["attention_folded"]["gpu_us"]
+    assert abs(r32["attention"]["eager_us"] / folded - 1) < 0.1  # "about the eager time here"
+    kv = 2 * 1 * 8 * 32768 * 128 * 2
+    assert pa.FOLD_MERGE is None and kv <= pa.FOLD_MAX_KV_BYTES  # "folds the merge at 32k keys"
+    stated(LAB03B, f"At 32k keys it takes {ratio32:.2f} times cuDNN's")
+    stated(LAB03B, f"whose GPU time `bench.fold_merge` measured at {folded:.1f} µs (*Merging the "
+                   f"splits*), about the eager time here ({r32['attention']['eager_us']:.1f} µs)")
+    # the bound was set on a longer host path than a planned call's
+    assert fold[4096]["attention"]["host_us"] > r4["attention"]["host_us"] + 20
+    # "Under a plan it is still the longer at 4k keys and no longer at 32k"
+    assert r4["attention"]["host_us"] > r4["attention"]["gpu_ms"] * 1e3
+    # How far a reading can be trusted: this run's host against bench.fold_merge's
+    fold_env = fold_merge_data()["environment"]["commit"]
+    assert fold_env != data["environment"]["commit"]
+    here = [host_record(c["kind"], c.get("keys", c.get("n")))["sdpa_cudnn"]["host_us"]
+            for c in data["cases"]]
+    there = [r["host_us"] for c in fold_merge_data()["cases"] for r in c["records"]
+             if r["impl"] == "sdpa_cudnn"]
+    assert max(here) < min(there)  # "ran faster in this run"
+    stated(LAB03B, f"SDPA-cuDNN's host time per call read {min(here):.1f} to {max(here):.1f} µs "
+                   f"here, against {min(there):.1f} to {max(there):.1f} µs in "
+                   f"`bench.fold_merge`'s run (tree {fold_env}, before the plans)")
+    decode = [r4["attention"]["host_us"], r32["attention"]["host_us"]]
+    assert abs(decode[0] - decode[1]) < 1  # "the pace held"
+    stated(LAB03B, f"read {decode[0]:.1f} and {decode[1]:.1f} µs. And")
     timed = [r for c in data["cases"] for r in c["records"] if r["host_us"] is not None]
     above = [r for r in timed if r["host_us"] > r["eager_us"]]
     worst = max(above, key=lambda r: r["host_us"] - r["eager_us"])
-    assert worst is next(r for r in here.values() if r["impl"] == "paged_decode_fast")
-    stated(LAB03B, f"And {len(above)} of the {len(timed)} host readings above came out longer "
-                   f"than the same call's eager time (`paged_decode_fast` at 4k keys: "
-                   f"{worst['host_us']:.1f} against {worst['eager_us']:.1f} µs)")
-    # attention's own layer over the Hopper kernel, at both prefill lengths
-    layer = [p["attention"] - p["flash_attention_hopper"] for p in (pre512, pre1024)]
-    assert layer[1] < 0 < layer[0]  # "within the noise"
-    stated(LAB03B, f"`attention` {min(pre512['attention'], pre1024['attention']):.1f} to "
-                   f"{max(pre512['attention'], pre1024['attention']):.1f} µs over SDPA's host "
-                   f"time, most of it in `flash_attention_hopper` itself (what `attention` adds "
-                   f"to it read {layer[0]:+.1f} µs at \\(N = 512\\) and "
-                   f"{layer[1]:+.1f} µs at \\(N = 1024\\)".replace("-", "−"))
+    assert worst is r4["paged_decode_fast"]
+    stated(LAB03B, f"{len(above)} of the {len(timed)} host readings above came out longer than "
+                   "the same call's eager time, which the timer's model does not allow, since an "
+                   "eager loop pays the host time and more, by at most "
+                   f"{worst['host_us'] - worst['eager_us']:.1f} µs (`paged_decode_fast` at 4k "
+                   f"keys: {worst['host_us']:.1f} against {worst['eager_us']:.1f} µs)")
+    # What is left: the bars' margins, and the new signatures' excess
+    margin = [10 - dec4["attention"], 10 - pre512["attention"]]
+    stated(LAB03B, f"the host bar by {margin[0]:.1f} µs at 4k keys in decode and by "
+                   f"{margin[1]:.1f} µs at \\(N = 512\\) in prefill, the eager bar at "
+                   f"{ratio:.2f} times cuDNN's")
+    stated(LAB03B, f"a call with a new signature, {min(unplanned):.1f} to {max(unplanned):.1f} µs "
+                   "over SDPA's host time")
 
 
 LAB02B = "lab/02b-flash-hopper.md"
@@ -1297,28 +1323,30 @@ def test_hopper_ablation_stated():
 
 def test_host_path_parts_stated():
     """Lab 03 part 2: where a decode call's host time goes, within each column of the parts
-    table, and what the profile of the same tree shows."""
+    table, and what the profile of the tree before the plans showed."""
     data = host_path()
     cases = [c for c in data["cases"] if c["kind"] == "decode"]
     assert [c["keys"] for c in cases] == [4096, 32768]
     p4, p32 = (c["host_parts_us"] for c in cases)
-    for p in (p4, p32):
-        assert p["checks"] < 10  # "a few µs"
-        assert p["decode_split_and_merge"] > p["decode_one_launch"]
-    # the same Python, slower in the second column
-    assert p32["checks"] > 1.3 * p4["checks"] and p32["allocate_outputs"] > 1.3 * p4[
-        "allocate_outputs"]
-    stated(LAB03B, f"The same Python read {p4['checks']:.1f} and {p32['checks']:.1f} µs (the "
-                   f"checks) and {p4['allocate_outputs']:.1f} and {p32['allocate_outputs']:.1f} "
-                   "µs (the allocations) in the two columns")
-    added = [p["decode_split_and_merge"] - p["decode_one_launch"] for p in (p4, p32)]
-    stated(LAB03B, f"takes {p4['decode_one_launch']:.1f} µs at 4k keys, and with the default "
-                   f"split, the merge folded (one launch too), {added[0]:.1f} µs more "
-                   f"({added[1]:.1f} µs more in the second column)")
-    kv = 2 * 1 * 8 * 4096 * 128 * 2
-    assert pa.FOLD_MERGE is None and kv <= pa.FOLD_MAX_KV_BYTES  # "the merge folded"
+    assert round(p4["checks"], 1) == round(p32["checks"], 1)  # "in both columns"
+    stated(LAB03B, f"`attention`'s checks take {p4['checks']:.1f} µs in both columns and O's "
+                   f"allocation {p4['allocate_output']:.1f} and {p32['allocate_output']:.1f} µs")
+    one = [p["decode_one_launch"] for p in (p4, p32)]
+    split = [p["decode_split_and_merge"] for p in (p4, p32)]
+    spread = abs(one[1] - one[0])
+    assert all(abs(s - o) < spread for s, o in zip(split, one, strict=True))  # "within"
+    stated(LAB03B, f"With one split it read {one[0]:.1f} and {one[1]:.1f} µs in the two columns, "
+                   "the same Python")
+    stated(LAB03B, f"with the default split, the merge folded, {split[0]:.1f} and {split[1]:.1f} "
+                   "µs, within the same spread")
+    for keys in (4096, 32768):  # "the merge folded" at both
+        kv = 2 * 1 * 8 * keys * 128 * 2
+        assert pa.FOLD_MERGE is None and kv <= pa.FOLD_MAX_KV_BYTES
     profile = (ROOT / "data" / "host-profile-decode-h200.txt").read_text()
-    assert data["environment"]["commit"] in profile.splitlines()[0]  # "same tree"
+    before = fold_merge_data()["environment"]["commit"]
+    assert before in profile.splitlines()[0]  # "the tree of bench.fold_merge's run"
+    assert before != data["environment"]["commit"]  # "before the plans"
+    stated(LAB03B, f"on the tree before the plans ({before}, the tree of `bench.fold_merge`'s run")
 
     def row(name: str) -> list[str]:
         return next(line.split() for line in profile.splitlines() if line.endswith(name))
@@ -1332,10 +1360,10 @@ def test_host_path_parts_stated():
     assert "native_specialize_impl" not in profile  # "not among the 30 functions ... listed"
     assert "List reduced from" in profile and " to 30 due to restriction" in profile
     share = lambda name, col: float(row(name)[col]) / whole  # noqa: E731
-    stated(LAB03B, f"`launch` takes {share('(launch)', 3):.0%} of a call, of which its key "
-                   f"(`_classes`) takes {share('(_classes)', 3):.0%} and the C launcher "
+    stated(LAB03B, f"`launch` took {share('(launch)', 3):.0%} of a call, of which its key "
+                   f"(`_classes`) took {share('(_classes)', 3):.0%} and the C launcher "
                    f"{share('{built-in method __triton_launcher.launch}', 3):.0%}")
-    stated(LAB03B, f"without what it calls) take {share('(_launch_decode)', 1):.0%}, the one "
+    stated(LAB03B, f"without what it calls) took {share('(_launch_decode)', 1):.0%}, the one "
                    f"`torch.empty` {share('{built-in method torch.empty}', 3):.0%}, "
                    f"`attention`'s checks {share('(_check_call)', 3):.0%} and the decode path's "
                    f"device and dtype checks {share('(_check_device_and_dtype)', 3):.0%}")
@@ -1351,23 +1379,29 @@ def test_paged_checks_cost_more_than_a_decode_step():
 
 
 def test_hopper_short_sequences_timed_apart_stated():
-    """Lab 02 part 2: the Hopper kernel's graph time against cuDNN's at N = 512 and 1024, and its
-    host time over SDPA's."""
+    """Lab 02 part 2: the Hopper kernel's graph time against cuDNN's at N = 512 and 1024, its
+    host time under its plan against SDPA's, and the eager grid timed before the plans."""
     data = host_path()
     ratio, over = {}, {}
-    for case in data["cases"]:
-        if case["kind"] == "prefill":
-            t = {r["impl"]: r for r in case["records"]}
-            ratio[case["n"]] = t["flash_attention_hopper"]["gpu_ms"] / t["sdpa_cudnn"]["gpu_ms"]
-            hopper = t["flash_attention_hopper"]
-            assert hopper["host_us"] > hopper["gpu_ms"] * 1e3  # "more host time than GPU time"
-            over[case["n"]] = hopper["host_us"] - t["sdpa_cudnn"]["host_us"]
+    for n in (512, 1024):
+        t = host_record("prefill", n)
+        ratio[n] = t["flash_attention_hopper"]["gpu_ms"] / t["sdpa_cudnn"]["gpu_ms"]
+        over[n] = t["flash_attention_hopper"]["host_us"] - t["sdpa_cudnn"]["host_us"]
     assert abs(ratio[1024] - 1) < 0.03  # "level with it"
-    assert min(over.values()) > 10  # "past the bar"
-    stated("lab/02b-flash-hopper.md",
-           f"graph replay is some {round((ratio[512] - 1) * 100)}% above cuDNN's, and at "
-           f"\\(N = 1024\\) level with it; its host time per call is {over[512]:.1f} and "
-           f"{over[1024]:.1f} µs above SDPA's")
+    assert max(over.values()) < 0  # "below SDPA's", so "within the bar"
+    stated(LAB02B, f"replay is some {round((ratio[512] - 1) * 100)}% above cuDNN's, and at "
+                   f"\\(N = 1024\\) level with it; under its plan its host time per call is "
+                   f"{-over[512]:.1f} and {-over[1024]:.1f} µs below SDPA's")
+    hopper = host_record("prefill", 512)["flash_attention_hopper"]
+    assert hopper["host_us"] > 0.5 * hopper["gpu_ms"] * 1e3  # "a large share"
+    stated(LAB02B, f"under the wrapper's plan {hopper['host_us']:.1f} µs of host time per call "
+                   f"against {hopper['gpu_ms'] * 1e3:.1f} µs on the GPU")
+    # "the wrapper costs less host time per call than SDPA-cuDNN at the short prefills"
+    stated(LAB02B, "Under its plan the wrapper costs less host time per call than SDPA-cuDNN")
+    # the eager grid predates the plans (Lab 02 part 2, Lab 03 part 2's dispatch paragraph)
+    grid = json.loads((ROOT / "data" / "bench-attention-h200.json").read_text())
+    assert grid["environment"]["date"] < data["environment"]["date"]
+    assert grid["environment"]["commit"] != data["environment"]["commit"]
 
 
 def test_window_time_share_stated():
@@ -1625,10 +1659,13 @@ def test_launch_costs_stated():
     assert us["key_classes"] < us["key_per_argument"]
     assert us["key_classes"] > (us["minimodel_launch"] - us["direct_tensors"]) / 2  # "most of"
     assert us["direct_tensors"] - us["direct_ints"] < us["minimodel_launch"] - us["direct_tensors"]
-    host = host_path()
-    assert host["environment"]["commit"] == data["environment"]["commit"]  # "in the same run"
+    # "measured apart on the tree before the plans ... the tree of bench.fold_merge's run"
+    before = fold_merge_data()["environment"]["commit"]
+    assert data["environment"]["commit"] == before != host_path()["environment"]["commit"]
     stated(LAB03B, "`launch` costs about two thirds of the JIT's path, and Triton's wrapper of the "
                    "launcher (`compiled.run`, which `launch` no longer calls) about a third")
+    stated(LAB03B, "measured apart on the tree before the plans (`bench/launch_costs.py`, "
+                   "`data/launch-costs-h200.json`, the tree of `bench.fold_merge`'s run)")
     stated(LAB03B, f"took {us['key_per_argument']:.1f} µs in the same run, and by classes in "
                    f"Python {us['key_classes']:.1f} µs: the key is most of what `launch`")
 
@@ -1888,23 +1925,69 @@ def test_fold_merge_trade_stated():
     stated(LAB03B, f"an eager call that reads up to {limit / 2**20:.0f} MiB of K/V folds the merge")
 
 
-def test_hostpath_gpu_tests_stated():
-    """Lab 03 part 2's "Run the checks": the GPU tests of the files the host-path changes touched,
-    run together on the H200 at the tree of the host-path data, as scripts/gpu_suite.sh logs."""
-    log = (ROOT / "data" / "gpu-tests-hostpath-h200.log").read_text()
+def gpu_log(name: str) -> tuple[str, str, dict[str, int]]:
+    """A scripts/gpu_suite.sh log: (its text, the commit it ran on, its counts by outcome)."""
+    log = (ROOT / "data" / name).read_text()
     assert log.startswith("# pytest on the NVIDIA H200"), "not a scripts/gpu_suite.sh log"
     commit = log.splitlines()[0].rsplit("tree of commit ", 1)[1].rstrip(":")
+    line = [ln for ln in log.splitlines() if " in " in ln and "passed" in ln][-1]
+    counts = {word: int(n) for n, word in
+              (part.split()[:2] for part in line.split(" in ")[0].split(", "))}
+    return log, commit, counts
+
+
+def test_hostpath_gpu_tests_stated():
+    """Lab 03 part 2's "Run the checks": the GPU tests of the files the plans changed, run
+    together on the H200 at the tree of the host-path data, as scripts/gpu_suite.sh logs."""
+    log, commit, counts = gpu_log("gpu-tests-plans-h200.log")
     assert commit == host_path()["environment"]["commit"]
-    counts = [line for line in log.splitlines() if " in " in line and "passed" in line][-1]
-    assert "failed" not in counts and "error" not in counts, counts
-    passed = int(counts.split(" passed")[0].split()[-1])
-    skipped = int(counts.split(" skipped")[0].split()[-1])
+    assert set(counts) == {"passed", "skipped", "warnings"}, counts  # nothing failed
     assert log.rstrip().endswith("exit status 0")
     for name in ("test_paged_attention.py", "test_paged_attention_solution.py",
-                 "test_paged_fp8.py"):
-        assert f"tests/{name}" in log.splitlines()[1]  # "these three among them"
-    stated(LAB03B, f"At commit {commit}, after the host-path changes")
-    stated(LAB03B, f"its header names the files): {passed} passed, {skipped} skipped")
+                 "test_paged_fp8.py", "test_attention_flash_hopper.py", "test_gpu_primer.py"):
+        assert f"tests/{name}" in log.splitlines()[1]  # "these three among them", the others
+    stated(LAB03B, f"At commit {commit}, the tree of the host-path data")
+    stated(LAB03B, f"its header names the files): {counts['passed']} passed, "
+                   f"{counts['skipped']} skipped")
+    stated(LAB02B, f"and at commit {commit}, where the wrapper makes its plan at a signature's "
+                   "second call, in the run of this file with the other files the plans changed "
+                   "(`data/gpu-tests-plans-h200.log`)")
+    stated("index.md", f"made at a signature's second call since commit {commit}")
+    stated("lab/02-flash-triton.md", f"at commit {commit} only the GPU tests of the files that "
+                                     "change touched ran on the H200, and passed")
+    # "everything passes but the refusal of CPU tensors, which skips there"
+    skips = [ln for ln in log.splitlines() if ln.startswith("SKIPPED") and "flash_hopper" in ln]
+    assert len(skips) == 1 and "[1]" in skips[0] and "has a GPU" in skips[0]
+
+
+def test_whole_suite_gpu_log_stated():
+    """The index, Lab 02 and both part 2s: the whole suite's H200 run, its commit and its seven
+    failures (six Spanish-edition sync checks, one decode-plan test), none in a kernel."""
+    log, commit, counts = gpu_log("gpu-tests-h200.log")
+    failed = [ln.split("::")[0].split()[-1] + "::" + ln.split("::")[1]
+              for ln in log.splitlines() if ln.startswith("FAILED ")]
+    assert counts["failed"] == len(failed) == 7
+    spanish = [f for f in failed if f.startswith("tests/test_spanish_edition.py::")]
+    other = [f for f in failed if f not in spanish]
+    assert len(spanish) == 6 and other == [
+        "tests/test_paged_attention_solution.py::"
+        "test_a_decode_plan_serves_its_signature_and_follows_the_settings"]
+    assert all("sync" in f or "english" in f for f in spanish)  # the edition's sync checks
+    # "the whole suite" (but the exercises, which run apart)
+    command = log.splitlines()[1]
+    assert command.endswith("--durations=10 tests --ignore=tests/test_exercises.py"), command
+    stated("index.md", f"the commit it ran on ({commit}), and its last lines the tests that "
+                       "failed there: seven, none in a kernel. Six are the Spanish edition's")
+    stated("lab/02-flash-triton.md", "Its seven failures were in tests, not in kernels: six are "
+                                     "the Spanish edition's checks")
+    stated(LAB02B, f"in the whole suite at commit {commit} (`data/gpu-tests-h200.log`)")
+    stated(LAB03B, f"The whole suite ran on the H200 at commit {commit}")
+    # the Hopper file passed there too: its one skip is the CPU refusal
+    skips = [ln for ln in log.splitlines() if ln.startswith("SKIPPED") and "flash_hopper" in ln]
+    assert len(skips) == 1 and "has a GPU" in skips[0]
+    # the plans' run came after: "Code changed since that commit"
+    _, later, _ = gpu_log("gpu-tests-plans-h200.log")
+    assert later != commit
 
 
 def test_per_block_table_read_stated():
