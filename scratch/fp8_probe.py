@@ -16,14 +16,18 @@ Variants (patched copies of minimodel.paged_attention, see fp8_sass.py for the p
   fp8_vT_blockmask[_prefetch]  slot-major V + block masks (+ prefetch), 128-key tiles
   fp8_vT_n64_blockmask_prefetch  the same with 64-key tiles
   fp16_prefetch                the 16-bit kernel with the prefetch
-  fp8_n{N}_w{W}_s{S}[...]       the tile sweep (BLOCK_N, warps, stages), with and without block masks
+  fp8_n{N}_w{W}_s{S}[...]       the tile sweep (BLOCK_N, warps, stages), with or without masks
   fp8_headmajor[_blockmask], fp16_headmajor   pools stored (block, head, slot, d) (strides only)
+  fp8_loadsfirst[_blockmask], fp16_loadsfirst  V and the scales loaded at the top of the loop
 
 Measured at 668c07e (data/fp8-probe-h200.json): block masks 268.5 us against the shipped 300.7
 (16-bit 277.8); slot-major V 364.5 alone, 274.7 with block masks; no tile, warp or stage count
 faster. Instruction counts (scratch/fp8_sass.txt) do not order these times: fp8_vT_blockmask
 issues 29% fewer instructions per tile than fp8_blockmask and is not faster. Not yet run: the
-head-major pools (a kv head's block one 2 KiB run instead of 128-byte rows 1 KiB apart).
+head-major pools (a kv head's block one 2 KiB run instead of 128-byte rows 1 KiB apart) and the
+loads-first order (the hypothesis: with 2 programs per SM, the per-key scale loads and the V
+load, issued after each product, leave their latency exposed, where the 16-bit kernel's 5
+programs per SM hide it).
 """
 
 import argparse
@@ -35,7 +39,7 @@ from unittest import mock
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fp8_sass import BLOCK_MASK, PREFETCH, patched_module  # noqa: E402
+from fp8_sass import BLOCK_MASK, LOADS_FIRST, PREFETCH, patched_module  # noqa: E402
 
 from bench import core  # noqa: E402
 from bench.fp8_decode import CHECKED, HKV, B, D, N, cache  # noqa: E402
@@ -59,6 +63,10 @@ VARIANTS = {
 # 8-bit K at d = 128) instead of 128-byte rows 1 KiB apart (the token-major layout's stride)
 HEAD_MAJOR = {"fp8_headmajor": (None, True), "fp8_headmajor_blockmask": (BLOCK_MASK, True),
               "fp16_headmajor": (None, False)}
+# every load of a tile (K, V, their scales) issued before the first product waits on one
+VARIANTS |= {"fp8_loadsfirst": (LOADS_FIRST, True, False, None),
+             "fp8_loadsfirst_blockmask": (LOADS_FIRST + BLOCK_MASK, True, False, None),
+             "fp16_loadsfirst": (LOADS_FIRST, False, False, None)}
 # the tile sweep: (BLOCK_N, num_warps, num_stages) with and without per-block masks
 for _n, _w, _s in ((32, 4, 3), (64, 4, 3), (64, 8, 3), (128, 8, 3), (128, 4, 1), (256, 8, 3)):
     VARIANTS[f"fp8_n{_n}_w{_w}_s{_s}"] = (None, True, False, pa.DecodeConfig(_n, _w, _s))

@@ -91,6 +91,27 @@ PREFETCH = [
      "mask=nblk * BLOCK_SIZE < end,\n"
      "                                     other=0)\n"),
 ]
+# every load of a tile issued at the top of its iteration, before the first product waits on
+# one: V (the source loads it after the softmax) and, with 8-bit pools, both tiles' scales
+# (plain loads whose latency the source exposes after each product). Paged only.
+LOADS_FIRST = [
+    ("        k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)\n",
+     "        k = tl.load(k_head + k_rows[:, None] + k_cols, mask=kv_mask, other=0.0)\n"
+     "        v = tl.load(v_head + v_rows[:, None] + v_cols, mask=kv_mask, other=0.0)\n"
+     "        if FP8:\n"
+     "            k_sc = tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot,\n"
+     "                           mask=visible, other=0.0)\n"
+     "            v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot,\n"
+     "                           mask=visible, other=0.0)\n"),
+    ("            qk = qk * tl.load(ks_head + phys * stride_ksblk + slot * stride_ksslot, "
+     "mask=visible,\n                              other=0.0)[None, :]\n",
+     "            qk = qk * k_sc[None, :]\n"),
+    ("        v = tl.load(v_head + v_rows[:, None] + v_cols, mask=kv_mask, other=0.0)\n"
+     "        acc = acc * alpha[:, None]\n",
+     "        acc = acc * alpha[:, None]\n"),
+    ("            v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot, "
+     "mask=visible,\n                           other=0.0)\n", ""),
+]
 PATCHED = {  # name: (variant it patches, source replacements)
     "fp8_prefetch": ("fp8", PREFETCH),
     "fp8_vT_blockmask_prefetch": ("fp8_vT", BLOCK_MASK + PREFETCH),
