@@ -70,6 +70,17 @@ def ratio(a: float | None, b: float | None, fmt: str = ".2f") -> str:
     return DASH if a is None or not b else format(a / b, fmt)
 
 
+def run_caption(env: dict) -> str:
+    """A GPU run's environment for a caption: device, versions, commit and date."""
+    versions = f"torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
+    return f"{env['device']}, {versions}, {env['date']}"
+
+
+def copy_rate(data: dict) -> float:
+    """A GPU run's copy rate, bytes/s: the mean of its measurements (at its start and end)."""
+    return sum(data["copy_bytes_per_s"]) / len(data["copy_bytes_per_s"])
+
+
 def h200_exp_rate() -> float:
     """The H200's exponentials per second (exp2), data/mufu-h200.json."""
     return load("mufu-h200.json")["mufu"]["exp2_per_s"]

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 from bench.exam import MEASURED, PREDICTIONS
 from figures import core
-from figures.core import legend_entry, markdown_table, measured_roofline, spots
+from figures.core import legend_entry, markdown_table, measured_roofline, run_caption, spots
 from minimodel.roofline_plot import POINT_COLOR
 
 ANCHOR_COLOR = "0.45"  # the peer anchor's points: grey, beside ours in POINT_COLOR
@@ -42,8 +42,7 @@ def load_measured(predicted: dict, path: Path = MEASURED) -> dict | None:
 
 def measured_us(measured: dict | None) -> dict[tuple[str, str, str], dict]:
     """(function, case, impl) -> the measured record; empty while nothing is measured."""
-    cases = measured["cases"] if measured else []
-    return {(r["function"], r["case"], r["impl"]): r for r in cases}
+    return core.index(measured["cases"] if measured else [], ("function", "case", "impl"))
 
 
 def roofs_table(data: dict) -> str:
@@ -109,10 +108,9 @@ def errors_table(data: dict, measured: dict | None) -> str:
         rows.append([*r[:2], f"{predicted:,.1f}", *cell(ours, predicted), *cell(cudnn, predicted)])
     if measured is None:
         return markdown_table(header, rows)  # every measured cell reads "pending"
-    env, copy = measured["environment"], measured["copy_bytes_per_s"]
-    run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
-    copy = ", ".join(f"{c / 1e12:.2f}" for c in copy)
-    return markdown_table(header, rows, f"{run}, {env['date']}; copy rate {copy} TB/s.")
+    copy = ", ".join(f"{c / 1e12:.2f}" for c in measured["copy_bytes_per_s"])
+    caption = f"{run_caption(measured['environment'])}; copy rate {copy} TB/s."
+    return markdown_table(header, rows, caption)
 
 
 def figure(data: dict, measured: dict | None = None) -> bytes:

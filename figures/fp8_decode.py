@@ -1,11 +1,9 @@
 """Lab 03 part 2's tables and figure of the 8-bit cache: the prediction, the rounding's accuracy
 (float64, PyTorch) and the H200 measurement (data/fp8-decode-h200.json)."""
 
-import statistics
-
 import torch
 
-from figures.core import h200_measured, load, markdown_table, roofline_svg
+from figures.core import copy_rate, h200_measured, load, markdown_table, roofline_svg, run_caption
 from minimodel.ceilings import HARDWARE
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
 from minimodel.paged_attention import dequantize_kv, quantize_kv
@@ -112,7 +110,7 @@ def accuracy() -> str:
 
 
 def measured(data: dict) -> str:
-    copy, recs = statistics.mean(data["copy_bytes_per_s"]), {r["impl"]: r for r in data["records"]}
+    copy, recs = copy_rate(data), {r["impl"]: r for r in data["records"]}
     base, batch, rows = recs["fp16_paged"], data["shape"]["b"], []
     for r in data["records"]:
         seconds = r["graph_ms"] * 1e-3
@@ -120,11 +118,11 @@ def measured(data: dict) -> str:
         cells += [f"{r['graph_gb_per_s']:,.0f}", f"{r['graph_gb_per_s'] * 1e9 / copy:.0%}"]
         cells += [f"{batch / seconds / 1e6:.3f}", f"{base['graph_ms'] / r['graph_ms']:.2f}"]
         rows.append([*cells, f"{r['max_err_vs_float32_drawn']:.1e}"])
-    env, rounds = data["environment"], len(recs["fp8_paged"]["graph_ms_runs"])
+    rounds = len(recs["fp8_paged"]["graph_ms_runs"])
     header = "call | graph µs | MiB read | GB/s | of the copy rate | M tokens/s"
     header += " | tokens/s vs 16-bit paged | largest error vs float32"
-    run = f"{env['device']}, torch {env['torch']}, triton {env['triton']}, commit {env['commit']}"
-    caption = f"{run}, {env['date']}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s."
+    run = run_caption(data["environment"])
+    caption = f"{run}; medians of {rounds}; copy rate {copy / 1e9:,.0f} GB/s."
     return markdown_table(header, rows, caption)
 
 

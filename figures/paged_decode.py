@@ -6,7 +6,7 @@ import functools
 import matplotlib.pyplot as plt
 
 from figures import core
-from figures.core import markdown_table, number, sizes_axis, svg
+from figures.core import copy_rate, markdown_table, number, sizes_axis, svg
 
 DECODE = {  # implementation: its column
     "paged_bs16": "ours, paged (b=16)",
@@ -22,11 +22,6 @@ FIELDS = ("group", "b", "ctx", "hkv", "d", "window", "dtype", "impl")
 
 load = functools.partial(core.load, "bench-paged-decode-h200.json")
 index = functools.partial(core.index, fields=FIELDS)
-
-
-def copy_rate(data: dict) -> float:
-    """The copy rate of the run: the mean of its two measurements (start and end), bytes/s."""
-    return sum(data["copy_bytes_per_s"]) / len(data["copy_bytes_per_s"])
 
 
 def key(group, b, ctx, impl, hkv=8, d=128, window=None, dtype="float16"):

@@ -89,12 +89,11 @@ def gpu_primer_table() -> str:
 def outputs() -> dict[str, str | bytes]:
     points = [RooflinePoint(f"{label} N={n}", f / b) for label, n, f, b in naive_points()]
     title = "Naive attention vs compulsory bytes (d=64, fp16)"
+    figure = roofline_svg([HARDWARE["H200"], h200_measured()], points, title=title, head_dim=D)
     return {
         "generated/decode-costs.md": decode_costs_table(),
         "generated/naive-roofline.md": naive_table(),
         "generated/exp-roof.md": exp_roof_table(),
         "generated/gpu-h200.md": gpu_primer_table(),
-        "figures/roofline-naive.svg": roofline_svg(
-            [HARDWARE["H200"], h200_measured()], points, title=title, head_dim=D
-        ),
+        "figures/roofline-naive.svg": figure,
     }
