@@ -35,17 +35,11 @@ def _panel(ax, tables: dict[int, list[int]], tokens: dict[int, int], copy, title
     ax.set_title(title, fontsize=10)
     # Physical pool, in the middle row.
     for p in range(NUM_BLOCKS):
-        if refs[p] == 0:
-            color, label = COLORS["free"], "free"
-        elif refs[p] == 2:
-            color, label = COLORS["shared"], "ref 2"
-        else:
-            color = COLORS["copy"] if copy and p == copy[1] else COLORS["parent"]
-            label = "ref 1"
+        kind = "shared" if refs[p] == 2 else "copy" if copy and p == copy[1] else "parent"
         x = 1.15 + p * 1.05
-        box(ax, x, 2.6, 0.9, 0.8, color)
+        box(ax, x, 2.6, 0.9, 0.8, COLORS[kind if refs[p] else "free"])
         write(ax, x + 0.45, 3.08, f"{p}", 9, weight="bold")
-        write(ax, x + 0.45, 2.78, label, 6.5)
+        write(ax, x + 0.45, 2.78, f"ref {refs[p]}" if refs[p] else "free", 6.5)
     write(ax, 0.0, 3.0, "physical\nblocks", ha="left")
     # Logical blocks of each sequence: the parent on top, the child below.
     for seq, y in ((PARENT, 5.2), (CHILD, 0.0)):

@@ -61,6 +61,14 @@ def short_causal(n: int, d: int, causal: bool) -> bool:
     return causal and n <= SHORT_CAUSAL[0] and d <= SHORT_CAUSAL[1]
 
 
+def by_rule(points: list, short, hopper: str, lab02: str):
+    """(rule, its points, the picked kernel, the other) for each of HOPPER_RULE and SHORT_RULE
+    that takes a point (`short(point)` says which); `hopper`, `lab02`: the kernels' names."""
+    for rule, picked, other in ((HOPPER_RULE, hopper, lab02), (SHORT_RULE, lab02, hopper)):
+        if mine := [p for p in points if short(p) == (rule == SHORT_RULE)]:
+            yield rule, mine, picked, other
+
+
 def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
     """Per rule of minimodel.attention._forward and shape class: (rule, shapes, timing, data
     file, the picked kernel's rate over the other's at every point of the file where both ran:
@@ -77,34 +85,23 @@ def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
     shapes = f"decode, B = {span([ours['b'] for ours, _ in pairs])}, contiguous cache"
     rule = "one query row (decode): the decode kernel"
     rows = [(rule, shapes, "graph", "bench-paged-decode-h200.json", ratios)]
+    short = lambda r: short_causal(r["n"], r["d"], r["causal"])
     for file in ("flash-hopper-ablation-h200.json", "flash-hopper-ablation-d64-h200.json"):
-        recs = load(file)["records"]
-        for rule, picked, other in (
-            (HOPPER_RULE, "hopper", "lab02"),
-            (SHORT_RULE, "lab02", "hopper"),
-        ):
-            mine = [
-                r for r in recs if short_causal(r["n"], r["d"], r["causal"]) == (rule == SHORT_RULE)
-            ]
-            if mine:
-                ratios = [r[picked]["tflops"] / r[other]["tflops"] for r in mine]
-                ds = " and ".join(str(d) for d in sorted({r["d"] for r in mine}))
-                shapes = f"d = {ds}, fp16, N = {span([r['n'] for r in mine])}"
-                rows.append((rule, shapes, "graph", file, ratios))
+        for rule, mine, picked, other in by_rule(load(file)["records"], short, "hopper", "lab02"):
+            ratios = [r[picked]["tflops"] / r[other]["tflops"] for r in mine]
+            ds = " and ".join(str(d) for d in sorted({r["d"] for r in mine}))
+            shapes = f"d = {ds}, fp16, N = {span([r['n'] for r in mine])}"
+            rows.append((rule, shapes, "graph", file, ratios))
     grid = fb.index(fb.load()["records"])  # the forward grid (eager do_bench), keys as fb.FIELDS
     for d in sorted({k[2] for k in grid}, reverse=True):
         keys = [k[:-1] for k in grid if k[2] == d and k[-1] == "minimodel"]
-        keys = [k for k in keys if fb.rate(grid, k, "minimodel_hopper")]
-        for rule, picked, other in (
-            (HOPPER_RULE, "minimodel_hopper", "minimodel"),
-            (SHORT_RULE, "minimodel", "minimodel_hopper"),
-        ):
-            mine = [k for k in keys if short_causal(k[3], d, k[5]) == (rule == SHORT_RULE)]
-            if mine:  # the Hopper kernel takes d <= 128 only
-                dtypes = " and ".join(sorted({k[1] for k in mine}))
-                shapes = f"d = {d}, {dtypes}, N = {span([k[3] for k in mine])}"
-                ratios = [fb.rate(grid, k, picked) / fb.rate(grid, k, other) for k in mine]
-                rows.append((rule, shapes, "eager", "bench-attention-h200.json", ratios))
+        keys = [k for k in keys if fb.rate(grid, k, "minimodel_hopper")]  # ran: d <= 128 only
+        short = lambda k, d=d: short_causal(k[3], d, k[5])
+        for rule, mine, picked, other in by_rule(keys, short, "minimodel_hopper", "minimodel"):
+            dtypes = " and ".join(sorted({k[1] for k in mine}))
+            shapes = f"d = {d}, {dtypes}, N = {span([k[3] for k in mine])}"
+            ratios = [fb.rate(grid, k, picked) / fb.rate(grid, k, other) for k in mine]
+            rows.append((rule, shapes, "eager", "bench-attention-h200.json", ratios))
     return rows
 
 
