@@ -176,9 +176,8 @@ def figure(data: dict) -> bytes:
     for (row, d), (col, causal) in itertools.product(enumerate(dims), enumerate((False, True))):
         ax = axes[row][col]
         for impl, (_, legend, color) in IMPLS.items():
-            ys = [
-                rate(idx, grid_key("float16", d, n, causal), impl) for n in lengths
-            ]  # None: a gap
+            # a None rate (not run, or failed) leaves a gap in the line
+            ys = [rate(idx, grid_key("float16", d, n, causal), impl) for n in lengths]
             width = 2.5 if impl in OURS else 1.2
             ax.plot(lengths, ys, "o-", label=legend, color=color, linewidth=width)
         ax.axhline(peak, color="grey", ls="--", linewidth=1, label="measured fp16 matmul")
