@@ -134,6 +134,9 @@ PATCHED = {  # name: (variant it patches, source replacements)
         ("    pv = tl.dot((p * (v_scale / s_max)[None, :]).to(v.dtype), v, "
          "input_precision=DOT_PRECISION)",
          "    pv = tl.dot((p * (v_scale / s_max)[None, :]).to(v.dtype), v)")]),
+    "fp8_loadsfirst": ("fp8", LOADS_FIRST),
+    "fp8_loadsfirst_blockmask": ("fp8", LOADS_FIRST + BLOCK_MASK),
+    "fp16_loadsfirst": ("fp16", LOADS_FIRST),
     "fp8_hints": ("fp8", HINTS),
     "fp8_vT_hints": ("fp8_vT", HINTS),
     "fp16_vT_hints": ("fp16_vT", HINTS),
