@@ -38,9 +38,8 @@ def raw_launcher(kernel, grid, args, meta):
     kernels.launch(kernel, grid, *args, **meta)
     torch.cuda.synchronize()
     device = torch.cuda.current_device()
-    backend = kernels._backend(device)
-    key = (id(kernel), device, *meta.items(), *kernels._classes(backend, args))
-    _, function, metadata, constants, direct = kernels._COMPILED[key]
+    _, function, metadata, constants, direct = kernels._COMPILED[
+        kernels._key(kernel, device, meta, args)]
     raw, coop, pdl, enc = direct
     encoded = kernels._encode(args, enc) if enc else list(args)
     gx, gy, gz = (*grid, 1, 1)[:3]

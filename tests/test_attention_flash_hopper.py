@@ -114,7 +114,7 @@ def test_gpu_a_planned_call_refuses_and_computes_as_the_first(monkeypatch):
     for _ in range(5):  # new tensors each time, one signature
         check_hopper(*make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda"),
                      causal=True, window=100)
-    assert len(plans) == 1 and next(iter(plans.values())) is not attention_flash_hopper._SEEN
+    assert len(plans) == 1 and next(iter(plans.values())) is not kernels.SEEN
     q, k, v = make_qkv(2, 4, 2, 300, 300, 64, dtype=torch.float16, device="cuda")
     with pytest.raises(ValueError, match="forward-only"):
         flash_attention_hopper(q, k.requires_grad_(), v, causal=True, window=100)

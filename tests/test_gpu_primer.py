@@ -281,6 +281,30 @@ def test_a_prepared_launch_fills_only_its_tensors(direct_launch, monkeypatch):
     assert calls[-1][0] == "jit"
 
 
+def test_plans_are_kept_from_a_signatures_second_call(monkeypatch):
+    """signature: None for what must take a wrapper's full path (a sparse tensor, an option that
+    cannot be a key), the option's type in the key; keep: a mark first, the plan at the second
+    call, all dropped at MAX_PLANS; planned: a mark is no plan."""
+    x = torch.zeros(4, 8)
+    assert kernels.signature((x.to_sparse(),)) is None
+    assert kernels.signature((x,), [1]) is None
+    assert kernels.signature((x,), True) != kernels.signature((x,), 1)
+    assert kernels.signature((x, None), 1) == kernels.signature((torch.ones(4, 8), None), 1)
+    monkeypatch.setattr(kernels, "MAX_PLANS", 2)
+    plans, made = {}, []
+    make = lambda: made.append(1) or "plan"  # noqa: E731
+    for key in ("a", "a", "a"):
+        kernels.keep(plans, key, make)
+    assert plans == {"a": "plan"} and len(made) == 1  # marked, planned, planned again
+    assert kernels.planned(plans, "a") == "plan"
+    kernels.keep(plans, "b", make)
+    assert kernels.planned(plans, "b") is None and plans["b"] is kernels.SEEN
+    kernels.keep(plans, "c", make)  # a third key: the two kept are dropped first
+    assert list(plans) == ["c"]
+    kernels.keep(plans, None, make)  # no signature: nothing kept
+    assert list(plans) == ["c"]
+
+
 def kernels_host_dtype(device_dtype: int) -> int:
     from triton.backends.nvidia.driver import TMA_DTYPE_DEVICE_TO_HOST
     return TMA_DTYPE_DEVICE_TO_HOST[device_dtype]

@@ -391,7 +391,7 @@ def test_a_decode_plan_serves_its_signature_and_follows_the_settings(monkeypatch
         got = attention(q, k, v, causal=True)
         torch.testing.assert_close(got.double(), want, atol=1e-4, rtol=1e-4)
     plans = list(pa._DECODE_PLANS.values())
-    assert len(plans) == 2 and plans[0] is not pa._SEEN and plans[1] is pa._SEEN
+    assert len(plans) == 2 and plans[0] is not kernels.SEEN and plans[1] is kernels.SEEN
     assert plans[0][0] > 1 and plans[0][4] is not None  # splits, and the merge's launch
 
 
@@ -419,7 +419,7 @@ def test_paged_decode_plans_compute_as_the_whole_path(monkeypatch, fold, lse, fl
             results.append([*(got if lse else (got,)), *((err,) if flags else ())])
         for planned, whole in zip(*results, strict=True):
             torch.testing.assert_close(planned, whole, atol=0, rtol=0, equal_nan=True)
-    assert len(plans) == 1 and next(iter(plans.values())) is not pa._SEEN
+    assert len(plans) == 1 and next(iter(plans.values())) is not kernels.SEEN
 # ~/~ end
 
 

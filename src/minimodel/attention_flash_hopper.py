@@ -35,6 +35,7 @@ from minimodel.kernels import (
     launch,
     num_sms,
     padded_width,
+    planned,
     signature,
     tma_layout,
     tma_strides,
@@ -436,8 +437,8 @@ def flash_attention_hopper(
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
     """
     key = signature((q, k, v), causal, window, scale, persistent, pingpong, *_settings())
-    plan = _PLANS.get(key)
-    if plan is not None and plan is not _SEEN:  # checked before: grad mode is all that is left
+    plan = planned(_PLANS, key)
+    if plan is not None:  # checked before: grad mode is all that is left
         check_forward_only("flash_attention_hopper", q, k, v, why=_FORWARD_ONLY)
         o_shape, d, run = plan
         o = torch.empty(o_shape, dtype=q.dtype, device=q.device)
@@ -473,16 +474,14 @@ def flash_attention_hopper(
     launch(_attn_fwd_ws, grid, *args, **meta)
     # A signature's first call leaves a mark, its second a plan (a prompt length seen once pays
     # for none); only for inputs the TMA reads in place (a copy is no plan's to make)
-    if key is not None and all(r is t for r, t in zip(ready, (q, k, v), strict=True)):
-        keep(_PLANS, key, _SEEN if plan is None else
-             ((b, hq, nq, width), d, Prepared(_attn_fwd_ws, grid, args, meta)))
+    if all(r is t for r, t in zip(ready, (q, k, v), strict=True)):
+        keep(_PLANS, key, lambda: ((b, hq, nq, width), d, Prepared(_attn_fwd_ws, grid, args, meta)))
     return (o, lse) if return_lse else o
 
 
 # A call's plan, kept per signature (kernels.signature: shapes, strides, dtypes, device,
 # alignment, options): O's buffer shape, d and the launch, prepared (kernels.Prepared).
 _PLANS: dict[tuple, object] = {}
-_SEEN = object()  # a signature's mark after its first call
 
 
 def _settings() -> tuple:

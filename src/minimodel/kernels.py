@@ -20,10 +20,10 @@ from triton.runtime import driver
 
 from minimodel.checks import check_int  # the kernels' integer arguments: checked as everywhere
 
-__all__ = ["INTERPRET", "LN2", "LOG2E", "MAX_PLANS", "SUPPORTED_DTYPES", "Prepared", "TmaArg",
-           "capability", "cdiv", "check_forward_only", "check_int", "keep", "key_range", "launch",
-           "next_power_of_2", "num_sms", "padded_width", "signature", "tma_layout", "tma_ready",
-           "tma_strides"]
+__all__ = ["INTERPRET", "LN2", "LOG2E", "MAX_PLANS", "SEEN", "SUPPORTED_DTYPES", "Prepared",
+           "TmaArg", "capability", "cdiv", "check_forward_only", "check_int", "keep", "key_range",
+           "launch", "next_power_of_2", "num_sms", "padded_width", "planned", "signature",
+           "tma_layout", "tma_ready", "tma_strides"]
 
 # ~/~ begin <<docs/gpu-primer.md#kernels-constants>>[init]
 # Read when this module is imported, like triton itself reads it: set it before importing.
@@ -138,6 +138,13 @@ def _classes(backend, args: tuple) -> list:
         for a in args]
 
 
+def _key(kernel, device: int, meta: dict, args) -> tuple:
+    """launch's cache key: the kernel, the device, meta (constexprs and launch options) and
+    each argument's class. id(kernel), not the kernel: a JITFunction hashes its source's hash at
+    every call; the cache entry holds the kernel itself, so no other object can take its id."""
+    return (id(kernel), device, *meta.items(), *_classes(_backend(device), args))
+
+
 def _jit_args(args: tuple) -> tuple:
     """args as the JIT takes them: each TmaArg made Gluon's TensorDescriptor."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
@@ -191,10 +198,7 @@ def launch(kernel, grid: tuple[int, ...], *args, **meta) -> None:
         kernel[grid](*_jit_args(args), **meta)
         return
     device = driver.active.get_current_device()
-    backend = _backend(device)
-    # id(kernel), not the kernel: a JITFunction hashes its source's hash at every call. The
-    # entry holds the kernel itself, so that no other object can take its id while it is there.
-    key = (id(kernel), device, *meta.items(), *_classes(backend, args))
+    key = _key(kernel, device, meta, args)
     hit = _COMPILED.get(key)
     if hit is None:
         params = kernel.params
@@ -237,7 +241,8 @@ class Prepared:
     keeps no tensor of args."""
 
     def __init__(self, kernel, grid: tuple[int, ...], args: tuple, meta: dict) -> None:
-        self.kernel, self.grid, self.meta = kernel, grid, meta
+        self.kernel, self.meta = kernel, meta
+        self.grid = (*grid, 1, 1)[:3]  # (x, y, z), as the C launcher takes it
         kinds = list(map(type, args))
         self.places = [i for i, t in enumerate(kinds) if t is torch.Tensor or t is TmaArg]
         self.device = None  # the device the direct call launches on
@@ -271,10 +276,10 @@ class Prepared:
         if _hooked():  # a profiler's hook: bound at a later call without one
             return None
         self.device = device = driver.active.get_current_device()
-        key = (id(self.kernel), device, *self.meta.items(), *_classes(_backend(device), args))
-        if key not in _COMPILED:
+        hit = _COMPILED.get(_key(self.kernel, device, self.meta, args))
+        if hit is None:
             return None
-        _, function, metadata, constants, direct = _COMPILED[key]
+        _, function, metadata, constants, direct = hit
         if direct is None:
             return False
         raw, cooperative, pdl, encodings = direct
@@ -292,21 +297,31 @@ class Prepared:
                     fills.append((len(template), None))
                 template.append(None if i in self.places else a)
         stream = functools.partial(driver.active.get_current_stream, device)
-        gx, gy, gz = (*self.grid, 1, 1)[:3]
-        self.grid = (gx, gy, gz)
         head = (function, cooperative, pdl, None, None, metadata, None, None, None)
         return raw, stream, head, template, fills, tuple(constants)
 
 
-MAX_PLANS = 256  # plans a wrapper keeps: prompts of many lengths come and go
+MAX_PLANS = 256  # plans and marks a wrapper keeps: prompts of many lengths come and go
+SEEN = object()  # a signature's mark, after its first call
 
 
-def keep(plans: dict, key: tuple, plan: object) -> None:
-    """plans[key] = plan; once MAX_PLANS are kept, all are dropped first (dropping the oldest
-    one at a time costs a call that misses more, a scan past the deleted entries)."""
+def planned(plans: dict, key: tuple | None):
+    """The plan kept for signature `key`, or None (never seen, seen once, or no signature)."""
+    plan = plans.get(key)
+    return None if plan is SEEN else plan
+
+
+def keep(plans: dict, key: tuple | None, make_plan) -> None:
+    """After a call of signature `key` took the whole path: a mark at the signature's first call,
+    the plan make_plan() at its second, so that a signature seen once pays for no plan. Once
+    MAX_PLANS are kept, all are dropped first (dropping the oldest one at a time costs every
+    call that misses a scan past the deleted entries). Nothing for key None or a planned key."""
+    kept = plans.get(key)
+    if key is None or (kept is not None and kept is not SEEN):  # no signature, or planned
+        return
     if len(plans) >= MAX_PLANS:
         plans.clear()
-    plans[key] = plan
+    plans[key] = make_plan() if kept is SEEN else SEEN
 
 
 def signature(tensors: tuple, *options: object) -> tuple | None:
@@ -319,11 +334,13 @@ def signature(tensors: tuple, *options: object) -> tuple | None:
            for t in tensors):
         return None  # a sparse tensor has no strides: the wrapper's checks refuse it
     try:
-        return (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device,
-                                          t.data_ptr() & 15) for t in tensors),
-                *((type(o), o) for o in options))
-    except RuntimeError:  # a tensor without storage (a functorch wrapper...): the full path
-        return None
+        key = (*(None if t is None else (t.shape, t.stride(), t.dtype, t.device,
+                                         t.data_ptr() & 15) for t in tensors),
+               *((type(o), o) for o in options))
+        hash(key)
+    except (RuntimeError, TypeError):  # a tensor without storage (a functorch wrapper...), an
+        return None  # option that cannot be a key (a list): the full path, whose checks refuse
+    return key
 # ~/~ end
 
 

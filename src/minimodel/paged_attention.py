@@ -28,6 +28,7 @@ from minimodel.kernels import (
     launch,
     next_power_of_2,
     num_sms,
+    planned,
     signature,
 )
 from minimodel.reference import check_mask_args, resolve_scale
@@ -1028,8 +1029,8 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         (q, k, v, block_tables, context_lens, error_flags, *(scales or (None, None))), n_k,
         strides_k, strides_v, block_size, n_kv_heads, max_context_len, num_splits, window, tau,
         fold_merge, with_lse, capturing, *_settings())
-    plan = _DECODE_PLANS.get(key)
-    if plan is None or plan is _SEEN:  # the whole path: the split, then the launches' arguments
+    plan = planned(_DECODE_PLANS, key)
+    if plan is None:  # the whole path: the split, then the launches' arguments
         split = _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len,
                               num_splits, window, fold_merge, capturing)
         num_splits, fold, space = split[:3]
@@ -1048,7 +1049,7 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         o_dst, lse_dst, counts = o, lse_ptr, None
     else:  # partial (O_u, lse_u) per split, merged below (or by the last split, folded)
         o_dst, lse_dst, counts = workspace or _workspace(q.device, *space)
-    if plan is not None and plan is not _SEEN:  # the plan's launches, given this call's tensors
+    if plan is not None:  # the plan's launches, given this call's tensors
         # (in the order they stand in the launches' arguments; None ones are not arguments)
         tensors = (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
                    *(scales or ()), *((o, lse_ptr, counts) if fold else ()))
@@ -1061,10 +1062,11 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
                                 split, o, lse_ptr, o_dst, lse_dst, counts)
     for kernel, grid, args, meta in launches:
         launch(kernel, grid, *args, **meta)
-    if key is not None:  # a signature seen twice gets its plan; once, a mark only
-        prepared = [Prepared(*one) for one in launches] if plan is _SEEN else None
-        keep(_DECODE_PLANS, key, _SEEN if plan is None else
-             (num_splits, fold, space, prepared[0], prepared[1] if len(prepared) > 1 else None))
+
+    def plan() -> tuple:  # made at the signature's second call: the launches, prepared
+        run, *merge = (Prepared(*one) for one in launches)
+        return num_splits, fold, space, run, merge[0] if merge else None
+    keep(_DECODE_PLANS, key, plan)
     return o, lse_out
 
 
@@ -1075,7 +1077,6 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
 # plan, and a serving loop's steps share one (KernelPagedKVCache passes the table's capacity as
 # max_context_len, the same at every step).
 _DECODE_PLANS: dict[tuple, object] = {}
-_SEEN = object()  # a signature's mark after its first call
 
 
 def _settings() -> tuple:
