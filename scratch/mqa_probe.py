@@ -1,4 +1,4 @@
-"""Issue 23 study, ready for the next device run (not run yet): where MQA decode's time goes at
+"""Issue 23 study: where MQA decode's time goes at
 the issue's shape (B = 64, 4,096 keys, 32 query heads, one kv head, d = 128, fp16, blocks of 16
 in random order): the decode kernel's tile (BLOCK_N, warps, stages), the group's chunking
 (DECODE_MAX_GROUP_ROWS) and the split count, each against SDPA-cuDNN in one run, CUDA-graph
@@ -8,10 +8,17 @@ replays in turns, every output checked first (bench.core.checked).
 
 Shipped today (data/mqa-decode-h200.json): G_max 64 (one chunk of 32 rows), 64-key tiles, 4
 warps, 3 stages, the default split: 0.69x cuDNN; G_max 16: 0.79x.
+
+Run at f7debc4 (data/mqa-probe-h200.log; the JSON was lost to a save bug, mended since): cuDNN
+~44 us; the shipped configuration 63.1 us (0.70x); the fastest 55.8 us (0.79x), 128-key tiles,
+4 warps, 2 stages, G_max 32 or 64, and 16-row chunks with 64-key tiles, 2 stages, 56.0 us: the
+best of 44 configurations cluster at 56 us whatever the tile, so the tile is not what is left.
+Forced splits of 2, 4, 8 and 16: 58.4 us at best. scratch/mqa_profile.py looks kernel by kernel.
 """
 
 import argparse
 import itertools
+from pathlib import Path
 from unittest import mock
 
 import torch
@@ -42,7 +49,7 @@ def variant(cfg, args):
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
+    parser.add_argument("--out", type=Path)
     parser.add_argument("--rounds", type=int, default=2)
     a = parser.parse_args()
     gen = torch.Generator(device="cuda").manual_seed(0)
