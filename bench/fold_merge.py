@@ -9,6 +9,9 @@ the two merges over 20 fresh inputs.
     MINIMODEL_COMMIT=<hash> python -m bench.fold_merge --out data/fold-merge-h200.json
 """
 
+import functools
+from unittest import mock
+
 import torch
 
 from bench.core import arguments, call_costs, environment, save, sdpa_cudnn
@@ -17,21 +20,13 @@ from minimodel.attention import attention
 from minimodel.kernels import num_sms
 from minimodel.timing import host_time_us
 
-FOLDS = {"folded": True, "two_launches": False}
+FOLDS = {"attention_folded": True, "attention_two_launches": False}
 
 
 def with_fold(fn, fold: bool | None):
-    """fn with FOLD_MERGE set to `fold` for its call (None: the default rule), as it is
-    captured and called; the module's setting restored after."""
-
-    def call():
-        before, pa.FOLD_MERGE = pa.FOLD_MERGE, fold
-        try:
-            return fn()
-        finally:
-            pa.FOLD_MERGE = before
-
-    return call
+    """fn with FOLD_MERGE set to `fold` (None: the default rule) for its call, as it is captured
+    and called; the module's setting restored after."""
+    return mock.patch.object(pa, "FOLD_MERGE", fold)(fn)
 
 
 def agreement(q, k, v, tau: float) -> dict:
@@ -63,15 +58,12 @@ def case(n: int, b: int = 1, hq: int = 32, hkv: int = 8, d: int = 128) -> dict:
     print(f"decode B={b} {hq}/{hkv} d={d} N={n}: {splits} splits", flush=True)
     agree = agreement(q, k, v, tau)
     print(f"  agreement {agree}", flush=True)
-    fns = {
-        "sdpa_cudnn": lambda: sdpa_cudnn(q, k, v),
-        "attention": with_fold(lambda: attention(q, k, v), None),
-    }  # the default rule
+    fns = {"sdpa_cudnn": lambda: sdpa_cudnn(q, k, v)}
+    for name, fold in {"attention": None, **FOLDS}.items():  # None: the default rule
+        fns[name] = with_fold(lambda: attention(q, k, v), fold)
     for name, fold in FOLDS.items():
-        fns[f"attention_{name}"] = with_fold(lambda: attention(q, k, v), fold)
-    for name, fold in FOLDS.items():
-        fns[f"decode_contiguous_{name}"] = lambda fold=fold: pa.decode_contiguous(
-            q, k, v, window=None, tau=tau, fold_merge=fold
+        fns[name.replace("attention", "decode_contiguous")] = functools.partial(
+            pa.decode_contiguous, q, k, v, window=None, tau=tau, fold_merge=fold
         )
     recs = call_costs(fns)
     for rec in recs:
