@@ -101,10 +101,7 @@ def main() -> None:
     copy = statistics.mean(record["copy_bytes_per_s"])
     for rec in record["records"]:
         rec["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
-    save(args.out, record)  # before the summary: a slip in printing loses nothing measured
-    for rec in record["records"]:
-        said = f"{rec['graph_ms'] * 1e3:7.1f} us {rec['of_copy']:5.0%} of copy"
-        print(f"B={rec['b']} Hq={rec['hq']} {rec['impl']:<20} {said} {rec['vs_cudnn']:.2f}x cuDNN")
+    save(args.out, record)
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s ({time.time() - t0:.0f} s)")
 
 

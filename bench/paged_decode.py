@@ -188,14 +188,6 @@ def bench_prefill(case: Prefill, rounds: int) -> list[dict]:
     return [core.rates(rec, flops=flops) for rec in recs.values()]
 
 
-def show(what: str, recs: list[dict], rate: str = "gb_per_s") -> None:
-    rates = [
-        f"{r.get('impl', r.get('splits'))} {r.get(rate, 0):.0f}/{r.get('graph_' + rate, 0):.0f}"
-        for r in recs
-    ]
-    print(f"{what}: eager/graph {rate}: " + ", ".join(rates), flush=True)
-
-
 def sweep(out, quick: bool = False) -> None:
     """Decode tiles (BLOCK_N, warps, stages) and prefill tiles on two shapes each (quick: the
     first shape and two tiles of each)."""
@@ -203,18 +195,18 @@ def sweep(out, quick: bool = False) -> None:
     for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072))[: 1 if quick else None]:
         tiles = [(32, 4, 3), (64, 4, 3), (64, 4, 4), (64, 4, 5), (64, 8, 3), (128, 4, 3)]
         for c in [*tiles, (128, 8, 3), (32, 4, 5)][:cut]:
+            print(f"{case.group} {case.ctx} {c}", flush=True)
             tile = lambda *a, c=c: paged_attention.DecodeConfig(*c)
             with mock.patch.object(paged_attention, "decode_config", tile):
                 recs = bench_decode(case, ["paged_bs16", "contiguous"], 1)
             records += [{**r, "config": list(c)} for r in recs]
-            show(f"{case.group} {case.ctx} {c}", recs)
     for c in [(128, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)][:cut]:
+        print(f"prefill {c}", flush=True)
         tile = lambda *a, c=c: paged_attention.PrefillConfig(*c)
         with mock.patch.object(paged_attention, "prefill_config", tile):
             recs = bench_prefill(Prefill(4, 8192, 1024), 1)
         recs = [r for r in recs if r["impl"] != "flash_attention" or c == (128, 64, 4, 3)]
         records += [{**r, "config": list(c)} for r in recs]
-        show(f"prefill {c}", recs, "tflops")
     what = (
         "bench/paged_decode.py --sweep: the decode kernel's (BLOCK_N, num_warps, num_stages) "
         "on two shapes, through the block table (b=16) and the contiguous path, and the "
@@ -254,9 +246,9 @@ def main() -> None:
     runs += [("splits", c, bench_splits, (s,)) for c, s in splits[: 1 if args.quick else None]]
     runs += [("prefill", c, bench_prefill, (args.rounds,)) for c in prefill_cases(args.quick)]
     for key, case, bench, bench_args in runs:
-        record[key] += (recs := bench(case, *bench_args))
+        print(f"{key} {case}", flush=True)  # in_turns prints each round's times
+        record[key] += bench(case, *bench_args)
         save(args.out, record)  # after every case: a run cut short still leaves its data
-        show(f"{key} {case}", recs, "tflops" if key == "prefill" else "gb_per_s")
     record["copy_bytes_per_s"].append(core.copy_rate())
     save(args.out, record)
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s; {time.time() - t0:.0f} s")
