@@ -23,6 +23,7 @@ import warnings
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from bench import core
@@ -105,7 +106,8 @@ def make_fn(impl: str, case: Case, q, k, v):
     if impl in SDPA:
         if w is not None:
             raise NotImplementedError("SDPA has no sliding-window argument")
-        return functools.partial(core.sdpa_cudnn, q, k, v, is_causal=case.causal, impl=impl)
+        sdpa_call = F.scaled_dot_product_attention
+        return functools.partial(sdpa_call, q, k, v, is_causal=case.causal, enable_gqa=gqa)
     if impl == "flex":
         mask_mod = None
         if case.causal and w is None:

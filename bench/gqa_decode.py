@@ -6,7 +6,7 @@ heads: SDPA on heads repeated beforehand, the repeat inside the step, and Lab 04
     PYTHONPATH=src python -m bench.gqa_decode --out data/gqa-decode-h200.json  # ~20 s
 """
 
-import functools
+import torch.nn.functional as F
 
 from bench import core
 from bench.core import arguments, environment, save
@@ -20,24 +20,21 @@ KV_HEADS = (32, 8, 1)
 
 
 def implementations(q, k, v, hkv: int) -> dict:
-    """name -> (function, K/V bytes it reads at least, what it is); SDPA under the backend its
-    name says."""
+    """name -> (function, SDPA backend or None, K/V bytes it reads at least, what it is)."""
     g = HQ // hkv
     cache, full = (kv_cache_bytes(1, h, D, CTX, batch=B) for h in (hkv, HQ))
     k_rep, v_rep = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    sdpa_call = F.scaled_dot_product_attention
     out = {
-        f"{impl}_repeated": (
-            functools.partial(core.sdpa_cudnn, q, k_rep, v_rep, impl=impl),
-            full,
-            f"SDPA {impl[5:]}, K/V repeated to Hq heads beforehand",
-        )
+        f"{impl}_repeated": (lambda: sdpa_call(q, k_rep, v_rep), impl, full)
+        + (f"SDPA {impl[5:]}, K/V repeated to Hq heads beforehand",)
         for impl in ("sdpa_cudnn", "sdpa_flash")
     }
-    repeat = lambda: core.sdpa_cudnn(q, *(t.repeat_interleave(g, dim=1) for t in (k, v)))
+    repeat = lambda: sdpa_call(q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1))
     what = "repeat_interleave to Hq heads inside the step, then SDPA cuDNN"
-    out["repeat_then_sdpa_cudnn"] = (repeat, cache + 2 * full, what)
+    out["repeat_then_sdpa_cudnn"] = (repeat, "sdpa_cudnn", cache + 2 * full, what)
     what = "Lab 04's grouped_attention: PyTorch operations, float32 compute, kv heads in place"
-    out["grouped_attention"] = (lambda: grouped_attention(q, k, v), cache, what)
+    out["grouped_attention"] = (lambda: grouped_attention(q, k, v), None, cache, what)
     return out
 
 
@@ -46,13 +43,14 @@ def bench(hkv: int) -> list[dict]:
     refs = core.reference(q[:, :, 0], k, v, (0, 1))
     nbytes = kv_cache_bytes(1, hkv, D, CTX, batch=B)
     shape = {"b": B, "ctx": CTX, "hq": HQ, "hkv": hkv, "d": D, "dtype": CASE.dtype}
-    recs, fns = {}, {}
-    for name, (fn, read, form) in implementations(q, k, v, hkv).items():
-        err = core.max_error(fn(), refs)
+    recs, fns, backends = {}, {}, {}
+    for name, (fn, impl, read, form) in implementations(q, k, v, hkv).items():
+        with core.sdpa(impl):
+            err = core.max_error(fn(), refs)
         recs[name] = shape | {"impl": name, "form": form, "max_err": err, "kv_bytes": nbytes}
         recs[name] |= {"read_bytes": read, "ms_runs": [], "graph_ms_runs": []}
-        fns[name] = fn
-    core.in_turns(recs, fns, 2, eager=True)
+        fns[name], backends[name] = fn, impl
+    core.in_turns(recs, fns, 2, eager=True, impls=backends)
     return [core.rates(rec, nbytes) for rec in recs.values()]
 
 
