@@ -9,8 +9,6 @@ the two merges over 20 fresh inputs.
     MINIMODEL_COMMIT=<hash> python -m bench.fold_merge --out data/fold-merge-h200.json
 """
 
-import functools
-
 import torch
 
 from bench.core import arguments, call_costs, environment, save, sdpa_cudnn
@@ -70,8 +68,8 @@ def case(n: int, b: int = 1, hq: int = 32, hkv: int = 8, d: int = 128) -> dict:
     for name, fold in {"attention": None, **FOLDS}.items():  # None: the default rule
         fns[name] = with_fold(lambda: attention(q, k, v), fold)
     for name, fold in FOLDS.items():
-        fns[name.replace("attention", "decode_contiguous")] = functools.partial(
-            pa.decode_contiguous, q, k, v, window=None, tau=tau, fold_merge=fold
+        fns[name.replace("attention", "decode_contiguous")] = lambda fold=fold: (
+            pa.decode_contiguous(q, k, v, window=None, tau=tau, fold_merge=fold)
         )
     recs = call_costs(fns)
     for rec in recs:
