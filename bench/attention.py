@@ -26,7 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-from bench.core import DATA, SDPA, arguments, environment, error, in_turns, rates, save, sdpa
+from bench import core
+from bench.core import DATA, SDPA, arguments, environment, error, save, sdpa
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import MAX_HEAD_DIM, flash_attention_hopper
 from minimodel.reference import attention_ref, visible_mask
@@ -85,24 +86,15 @@ def case_key(rec: dict) -> tuple:
     return tuple(rec[f.name] for f in dataclasses.fields(Case))
 
 
-def inputs(case: Case, seed: int = 0):
-    g, dt = torch.Generator(device="cuda").manual_seed(seed), getattr(torch, case.dtype)
-    return [
-        torch.randn(case.b, h, case.n, case.d, device="cuda", generator=g, dtype=dt)
-        for h in (case.hq, case.hkv, case.hkv)
-    ]
+def inputs(case: Case):
+    g, dt = torch.Generator(device="cuda").manual_seed(0), getattr(torch, case.dtype)
+    shapes = [(case.b, h, case.n, case.d) for h in (case.hq, case.hkv, case.hkv)]
+    return [torch.randn(s, device="cuda", generator=g, dtype=dt) for s in shapes]
 
 
 @functools.cache
 def compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
-
-
-def outside_contract(impl: str, case: Case) -> str | None:
-    """Why one of our kernels is not run at a case its contract excludes, or None."""
-    if impl == "minimodel_hopper" and case.d > MAX_HEAD_DIM:
-        return f"outside the kernel's contract: d={case.d} > {MAX_HEAD_DIM}"
-    return None
 
 
 def make_fn(impl: str, case: Case, q, k, v):
@@ -188,8 +180,9 @@ def measure(case: Case, impls: list[str], run: int) -> list[dict]:
     for impl in impls:
         rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": case.flops}
         rec |= {"run": run, "ms_runs": []}
-        if reason := outside_contract(impl, case):
-            rec["error"], rec["outside_contract"] = reason, True
+        if impl == "minimodel_hopper" and case.d > MAX_HEAD_DIM:  # not run: the contract says
+            rec["error"] = f"outside the kernel's contract: d={case.d} > {MAX_HEAD_DIM}"
+            rec["outside_contract"] = True
             continue
         try:
             fns[impl], out = run_once(impl, case, q, k, v)
@@ -198,8 +191,8 @@ def measure(case: Case, impls: list[str], run: int) -> list[dict]:
         except Exception as e:  # noqa: BLE001 - unsupported combinations are data too
             rec["error"] = error(e, 400)
         torch.cuda.empty_cache()
-    in_turns(recs, fns, ROUNDS, eager=True, graph=False)
-    return [rates(rec, flops=case.flops) for rec in recs.values()]
+    core.in_turns(recs, fns, ROUNDS, eager=True, graph=False)
+    return [core.rates(rec, flops=case.flops) for rec in recs.values()]
 
 
 def main() -> None:
@@ -231,7 +224,7 @@ def main() -> None:
     print(f"compiled {len(grid)} cases in {t_compile:.0f} s ({failing} with errors)", flush=True)
 
     old = json.loads(args.merge.read_text()) if args.merge else {}
-    run = len(old.get("runs", [])) or 1 if old else 0  # a file from before "runs" counts as run 0
+    run = len(old["runs"]) if old else 0
     records = []
     for i, case in enumerate(grid):
         records += (recs := measure(case, impls, run))
@@ -246,9 +239,7 @@ def main() -> None:
     if old:
         measured = {case_key(dataclasses.asdict(c)) for c in grid}
         kept = [r for r in old["records"] if case_key(r) not in measured]
-        first = {"environment": old["environment"]}
-        first |= {f"{k}s": sorted({r[k] for r in old["records"]}) for k in ("group", "impl")}
-        runs = old.get("runs") or [first]
+        runs = old["runs"]
         replaced = len(old["records"]) - len(kept)
         print(f"merged: kept {len(kept)} records of {args.merge}, replaced {replaced}")
         records = kept + records

@@ -22,11 +22,10 @@ from pathlib import Path
 from unittest import mock
 
 import torch
-import torch.nn.functional as F
 import triton
 import triton.language as tl
 
-from bench.core import DATA, ROOT, arguments, environment, in_blocks, sdpa
+from bench.core import DATA, ROOT, arguments, environment, in_blocks, sdpa_cudnn
 from minimodel import paged_attention
 from minimodel.attention import attention, paged_decode
 from minimodel.attention_flash import _attn_fwd_tuned, flash_attention
@@ -122,15 +121,7 @@ def build(case: Case, scale_down: bool = False):
     if case.impl == "flash":
         return lambda: flash_attention(q, k, v, causal=case.causal)
     if case.impl == "sdpa_flash":
-
-        def call():
-            with sdpa("sdpa_flash"):
-                gqa = case.hq != case.hkv
-                return F.scaled_dot_product_attention(
-                    q, k, v, is_causal=case.causal, enable_gqa=gqa
-                )
-
-        return call
+        return lambda: sdpa_cudnn(q, k, v, is_causal=case.causal, impl="sdpa_flash")
     if case.impl == "decode":
         return lambda: attention(q, k, v)
     if case.impl == "paged":
@@ -219,7 +210,6 @@ METRICS_ALL = (
     "lts__t_sectors_srcunit_tex_op_read.sum lts__t_sectors_srcunit_tex_op_write.sum "
     "l1tex__m_xbar2l1tex_read_bytes.sum l1tex__m_l1tex2xbar_write_bytes.sum"
 ).split()
-METRICS_FALLBACK = METRICS_ALL[:6]  # if this ncu lacks one of the source-filtered metrics
 METRICS_NONE = METRICS_ALL[:2]
 OPTIONS = "--csv --print-units base --clock-control none --profile-from-start off".split()
 MODES = {"all": "--cache-control all", "none": "--cache-control none --replay-mode application"}
@@ -257,24 +247,20 @@ def group(kernels: list[dict], ran: list[dict]) -> dict[str, list[dict]]:
     return {r["id"]: g for r, g in zip(ran, groups, strict=True)}
 
 
-def measure(out: Path, pins: str = "-", log=print, ids: str = "-") -> dict:
+def measure(out: Path, pins: str = "-", ids: str = "-") -> dict:
     """Profile every case (or those of `ids`) in both cache modes; write and return the record."""
     ncu = find_ncu()
     record = {"environment": environment(), "cases": {}, "errors": {}, "commands": {}}
     for mode in MODES:
         sidecar, t0 = out.parent / f".bytes-{mode}.json", time.time()
-        for metrics in [METRICS_ALL, METRICS_FALLBACK] if mode == "all" else [METRICS_NONE]:
-            options = [*OPTIONS, *MODES[mode].split(), "--metrics", ",".join(metrics)]
-            cmd = [ncu, *options, sys.executable, "-m", "bench.bytes", "--child", str(sidecar)]
-            cmd += [pins, ids]
-            done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-            log_text = done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
-            (out.parent / f"ncu-{mode}.log").write_text(log_text)
-            if done.returncode == 0 and sidecar.exists():
-                break
-            log(f"ncu ({mode}, {len(metrics)} metrics) failed: {done.stderr[-1500:]}")
-        else:
-            raise RuntimeError(f"ncu ({mode}) failed")
+        metrics = METRICS_ALL if mode == "all" else METRICS_NONE
+        options = [*OPTIONS, *MODES[mode].split(), "--metrics", ",".join(metrics)]
+        cmd = [ncu, *options, sys.executable, "-m", "bench.bytes", "--child", str(sidecar), pins]
+        done = subprocess.run([*cmd, ids], capture_output=True, text=True, cwd=ROOT)
+        log_text = done.stdout[-100_000:] + "\n" + done.stderr[-100_000:]
+        (out.parent / f"ncu-{mode}.log").write_text(log_text)
+        if done.returncode != 0 or not sidecar.exists():
+            raise RuntimeError(f"ncu ({mode}) failed: {done.stderr[-1500:]}")
         side = json.loads(sidecar.read_text())
         sidecar.unlink()
         grouped = group(parse(done.stdout), side["ran"])
@@ -285,7 +271,7 @@ def measure(out: Path, pins: str = "-", log=print, ids: str = "-") -> dict:
             record["cases"].setdefault(r["id"], {"params": r["params"]})[mode] = grouped[r["id"]]
         record["errors"].update({f"{k} ({mode})": v for k, v in side["errors"].items()})
         counts = f"{len(side['ran'])} cases, {len(side['errors'])} failed"
-        log(f"ncu --cache-control {mode}: {counts}, {time.time() - t0:.0f} s, passes {passes}")
+        print(f"ncu --cache-control {mode}: {counts}, {time.time() - t0:.0f} s, passes {passes}")
     out.write_text(json.dumps(record, indent=1) + "\n")
     return record
 

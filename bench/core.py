@@ -1,6 +1,6 @@
 """What every measurement shares: where the data lives, what produced it, the command line, the
 timer, the SDPA backends, random inputs, a cache laid out in blocks, and the check and timing of
-a set of implementations on the same inputs."""
+a set of implementations on the same inputs (Results, "How each time is taken")."""
 
 import argparse
 import contextlib
@@ -37,8 +37,8 @@ def git(*args: str) -> str:
 
 
 def commit() -> str:
-    """The short commit of the tree, with "-dirty" if it has uncommitted changes. A copy of the
-    tree whose .git is not its own (the device machine's) passes it as MINIMODEL_COMMIT."""
+    """The short commit of the tree, "-dirty" if it has uncommitted changes; MINIMODEL_COMMIT
+    instead where the tree's .git is not its own (the device machine's copy)."""
     if os.environ.get("MINIMODEL_COMMIT"):
         return os.environ["MINIMODEL_COMMIT"]
     try:
@@ -103,10 +103,10 @@ def arguments(
     return parser
 
 
-def save(path: Path, record: dict, indent: int = 1, **options) -> None:
-    """Write a data file (JSON; `options` go to json.dumps) and say where."""
+def save(path: Path, record: dict, indent: int = 1) -> None:
+    """Write a data file (JSON) and say where."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(record, indent=indent, **options) + "\n")
+    path.write_text(json.dumps(record, indent=indent) + "\n")
     print(f"wrote {path}", flush=True)
 
 
@@ -118,6 +118,14 @@ def error(e: BaseException, limit: int = 200) -> str:
 def randn(*shape: int, dtype=torch.float16, generator=None, device="cuda") -> torch.Tensor:
     """Standard normal values in `dtype` (drawn in float32, as the benchmarks always have)."""
     return torch.randn(*shape, device=device, generator=generator).to(dtype)
+
+
+def qkv(b, hq, hkv, n, d, nq=None, dtype=torch.float16, seed=0) -> tuple[torch.Tensor, ...]:
+    """q (B, Hq, d), or (B, Hq, nq, d) given nq, then k and v (B, Hkv, n, d): randn from one
+    CUDA generator seeded `seed`, in that order."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    q = randn(b, hq, *([] if nq is None else [nq]), d, dtype=dtype, generator=g)
+    return q, *(randn(b, hkv, n, d, dtype=dtype, generator=g) for _ in "kv")
 
 
 def in_blocks(k: torch.Tensor, lens: list[int], block_size: int, seed: int = 1):
@@ -154,9 +162,10 @@ def sdpa(impl: str | None):
     return sdpa_kernel(SDPA[impl]) if impl in SDPA else contextlib.nullcontext()
 
 
-def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None):
-    """SDPA's cuDNN backend on contiguous (B, H, N, d) tensors, kv heads shared in place."""
-    with sdpa("sdpa_cudnn"):
+def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None, impl="sdpa_cudnn"):
+    """SDPA's cuDNN backend (or the one `impl` names) on contiguous (B, H, N, d) tensors, kv
+    heads shared in place."""
+    with sdpa(impl):
         gqa = q.shape[1] != k.shape[1]
         return F.scaled_dot_product_attention(
             q, k, v, attn_mask=attn_mask, is_causal=is_causal, enable_gqa=gqa
@@ -164,11 +173,11 @@ def sdpa_cudnn(q, k, v, *, is_causal=False, attn_mask=None):
 
 
 def time_ms(fn, impl: str | None = None, *, graph: bool = False, quantiles=None, **bench_args):
-    """Milliseconds of fn() (under the SDPA backend `impl` names, if it names one), the median
-    (or the `quantiles`): every benchmark times through here. With graph, fn replayed from a CUDA
-    graph (minimodel.timing.gpu_time_ms; do_bench_cudagraph itself for quantiles); eager,
-    triton.testing.do_bench, the L2 flushed between calls (Results, "How each time is taken").
-    `bench_args` (warmup, rep) go to triton; without them its defaults."""
+    """Milliseconds of fn() (under the SDPA backend `impl` names, if any), the median (or the
+    `quantiles`): every benchmark times through here. With graph, replayed from a CUDA graph
+    (minimodel.timing.gpu_time_ms; do_bench_cudagraph for quantiles); eager,
+    triton.testing.do_bench, the L2 flushed between calls. `bench_args` (warmup, rep) go to
+    triton."""
     import triton.testing
 
     from minimodel.timing import gpu_time_ms
@@ -183,9 +192,8 @@ def time_ms(fn, impl: str | None = None, *, graph: bool = False, quantiles=None,
 
 def call_costs(fns: dict, uncapturable: tuple[str, ...] = ()) -> list[dict]:
     """Host time, GPU time (graph replay) and eager time of each call of fns (minimodel.timing),
-    after an untimed call each; host and eager times in turns, so that their differences hold
-    within one run; host and GPU time only for the calls that can be captured (not those named
-    in uncapturable)."""
+    after an untimed call each; host and eager times in turns; host and GPU time only for the
+    calls that can be captured (not those named in uncapturable)."""
     from minimodel.timing import eager_times_us, gpu_time_ms, host_times_us
 
     for fn in fns.values():
@@ -247,8 +255,8 @@ def pytorch_error(q, k, v, rows) -> float:
 
 
 def checked(name: str, fn, refs: dict, budget: float, where: str = "") -> float:
-    """fn()'s error against refs (run under `name`'s SDPA backend, if it names one); the run
-    ends, nothing timed, if it is more than twice `budget` (NaN too)."""
+    """fn()'s error against refs (under `name`'s SDPA backend, if it names one); the run ends,
+    nothing timed, if it is more than twice `budget` (NaN too)."""
     with sdpa(name):
         err = max_error(fn(), refs)
     if not err <= 2 * budget + 1e-6:
@@ -259,14 +267,26 @@ def checked(name: str, fn, refs: dict, budget: float, where: str = "") -> float:
     return err
 
 
+def tried(recs: dict, fns: dict, name: str, make, check, limit: int = 200) -> None:
+    """fn = make(), run once (under the SDPA backend `name` names, if any) and check(fn())
+    recorded as recs[name]["max_err"], fn put in fns[name]; if a step raised, the error in the
+    record instead (an unsupported combination is data too)."""
+    try:
+        fn = make()
+        with sdpa(name):
+            recs[name]["max_err"] = check(fn())
+        fns[name] = fn
+    except Exception as e:  # noqa: BLE001
+        recs[name]["error"] = error(e, limit)
+
+
 def in_turns(
     recs: dict, fns: dict, rounds: int, *, eager=False, graph=True, impls=None, must_capture=False
 ) -> None:
     """Time every fn of `fns` `rounds` times, all of them once in each round, under the SDPA
-    backend `impls` maps it to, else its own name's: with eager, called eagerly into its
-    record's ms_runs; with graph, replayed from a CUDA graph into graph_ms_runs (a failed
-    capture is recorded as graph_error; with must_capture it ends the run, for the files of
-    graph times only, whose readers need every graph_ms). Then the medians, ms and graph_ms."""
+    backend `impls` maps it to, else its own name's: with eager, into its record's ms_runs; with
+    graph, replayed from a CUDA graph into graph_ms_runs (a failed capture is recorded as
+    graph_error; with must_capture it ends the run). Then the medians, ms and graph_ms."""
     for i in range(rounds):
         for name, fn in fns.items():
             impl = (impls or {}).get(name, name)

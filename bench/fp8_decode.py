@@ -19,7 +19,6 @@ import torch
 
 from bench import core
 from bench.core import arguments, environment, in_blocks, randn, save
-from bench.paged_decode import Decode, sdpa_fn
 from minimodel import paged_attention
 from minimodel.paged_attention import FP8_DTYPE, dequantize_kv, paged_decode, quantize_kv
 from minimodel.roofline import attention_flops, kv_cache_bytes, scaled_kv_cache_bytes
@@ -29,9 +28,8 @@ CHECKED = (0, B - 1)  # the sequences whose outputs are checked against the refe
 
 
 def pools(x8: torch.Tensor, scale: torch.Tensor, lens: list[int]):
-    """8-bit keys or values (B, Hkv, N, d) and their scales (B, Hkv, N) in a pool of blocks of
-    BLOCK_SIZE at bench.core.in_blocks's random permutation: (pool, scales, table), the scales
-    head-major inside a block as KernelPagedKVCache stores them."""
+    """8-bit keys or values (B, Hkv, N, d) and their scales (B, Hkv, N) in blocks at in_blocks's
+    permutation: (pool, scales head-major in a block as KernelPagedKVCache stores them, table)."""
     pool, table = in_blocks(x8.view(torch.uint8), lens, BLOCK_SIZE)
     spool, _ = in_blocks(scale[..., None], lens, BLOCK_SIZE)  # the same permutation (same seed)
     head_major = spool[..., 0].transpose(1, 2).contiguous().transpose(1, 2)
@@ -69,10 +67,7 @@ def main() -> None:
         "fp8_paged_block_n_64": mock.patch.object(paged_attention, "decode_config", tile)(fp8_call),
         "fp16_paged": lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, **fast),
     }
-    # SDPA on the contiguous cache, GQA through enable_gqa if cuDNN takes it (it did in
-    # data/bench-paged-decode-h200.json), else on kv heads repeated beforehand: `form` says
-    cudnn, sdpa_form = sdpa_fn("sdpa_cudnn", c.q[:, :, None], c.k16, c.v16, Decode("b64", B, N))
-    fns["sdpa_cudnn"] = lambda: cudnn()[:, :, 0]
+    fns["sdpa_cudnn"] = lambda: core.sdpa_cudnn(c.q[:, :, None], c.k16, c.v16)[:, :, 0]
     fp8_bytes, fp16_bytes = (
         f(1, HKV, D, N, batch=B) for f in (scaled_kv_cache_bytes, kv_cache_bytes)
     )
@@ -88,7 +83,7 @@ def main() -> None:
         "fp8_paged_block_n_64": "the same, key tiles of 64 (4 warps, 3 stages), the tile "
         "that q's element size gave before",
         "fp16_paged": "the same block table, float16 pools",
-        "sdpa_cudnn": f"SDPA, cuDNN backend, contiguous float16 cache, {sdpa_form}",
+        "sdpa_cudnn": "SDPA, cuDNN backend, contiguous float16 cache, enable_gqa",
     }
     records = {}
     for name, fn in fns.items():
@@ -96,8 +91,7 @@ def main() -> None:
         err = core.checked(name, fn, own[fp8][0], budgets[fp8], " on its own cache")
         rec = {"impl": name, "kv_bytes": fp8_bytes if fp8 else fp16_bytes, "form": forms[name]}
         rec |= {"max_err_own_cache": err, "pytorch_err_own_cache": budgets[fp8]}
-        with core.sdpa(name):
-            rec["max_err_vs_float32_drawn"] = core.max_error(fn(), drawn)
+        rec["max_err_vs_float32_drawn"] = core.max_error(fn(), drawn)
         records[name] = rec | {"graph_ms_runs": []}
     record = {
         "environment": environment(),

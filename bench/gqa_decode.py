@@ -6,11 +6,10 @@ heads: SDPA on heads repeated beforehand, the repeat inside the step, and Lab 04
     PYTHONPATH=src python -m bench.gqa_decode --out data/gqa-decode-h200.json  # ~20 s
 """
 
-import torch
 import torch.nn.functional as F
 
 from bench import core
-from bench.core import arguments, environment, randn, save
+from bench.core import arguments, environment, save
 from bench.paged_decode import Decode
 from minimodel.attention_mqa_gqa import grouped_attention
 from minimodel.roofline import kv_cache_bytes
@@ -40,21 +39,17 @@ def implementations(q, k, v, hkv: int) -> dict:
 
 
 def bench(hkv: int) -> list[dict]:
-    gen = torch.Generator(device="cuda").manual_seed(0)
-    q = randn(B, HQ, 1, D, generator=gen)
-    k, v = (randn(B, hkv, CTX, D, generator=gen) for _ in "kv")
+    q, k, v = core.qkv(B, HQ, hkv, CTX, D, nq=1)
     refs = core.reference(q[:, :, 0], k, v, (0, 1))
-    impls = implementations(q, k, v, hkv)
     nbytes = kv_cache_bytes(1, hkv, D, CTX, batch=B)
     shape = {"b": B, "ctx": CTX, "hq": HQ, "hkv": hkv, "d": D, "dtype": CASE.dtype}
-    recs = {}
-    for name, (fn, impl, read, form) in impls.items():
+    recs, fns, backends = {}, {}, {}
+    for name, (fn, impl, read, form) in implementations(q, k, v, hkv).items():
         with core.sdpa(impl):
             err = core.max_error(fn(), refs)
         recs[name] = shape | {"impl": name, "form": form, "max_err": err, "kv_bytes": nbytes}
         recs[name] |= {"read_bytes": read, "ms_runs": [], "graph_ms_runs": []}
-    fns = {name: fn for name, (fn, *_) in impls.items()}
-    backends = {name: impl for name, (_, impl, *_) in impls.items()}
+        fns[name], backends[name] = fn, impl
     core.in_turns(recs, fns, 2, eager=True, impls=backends)
     return [core.rates(rec, nbytes) for rec in recs.values()]
 

@@ -41,11 +41,9 @@ def case(kind: str, n: int, b: int, hq: int, hkv: int, d: int = 128) -> dict:
     # a shape not seen lately (a decode step on a growing cache, a new prompt length) takes the
     # whole path and leaves a mark. Views of one buffer, MAX_PLANS + 1 lengths cycled: no
     # signature comes back before its mark is dropped, so no call here is planned.
-    unplanned = itertools.cycle(
+    unplanned = itertools.cycle(  # a decode step's one query row is kept: only its keys grow
         [
-            (q[:, :, : nq - i], k[:, :, : n - i], v[:, :, : n - i])
-            if kind == "prefill"
-            else (q, k[:, :, : n - i], v[:, :, : n - i])
+            (q[:, :, : max(nq - i, 1)], k[:, :, : n - i], v[:, :, : n - i])
             for i in range(MAX_PLANS + 1)
         ]
     )

@@ -21,8 +21,7 @@ import torch
 import triton
 
 from bench import core
-from bench.core import arguments, environment, randn, save
-from bench.paged_decode import Decode, sdpa_fn
+from bench.core import arguments, environment, save
 from minimodel import kernels, paged_attention
 from minimodel.attention import attention
 from minimodel.paged_attention import paged_decode
@@ -52,37 +51,32 @@ def launch_shape(b: int, n: int, hq: int, g_max: int) -> dict:
 
 
 def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:
-    gen = torch.Generator(device=DEVICE).manual_seed(0)
-    q = randn(b, hq, D, generator=gen)
-    k, v = (randn(b, HKV, n, D, generator=gen) for _ in "kv")
+    q, k, v = core.qkv(b, hq, HKV, n, D)
     k_pool, v_pool, table, lens_t = core.paged_cache(k, v, [n] * b, BLOCK_SIZE)
     shape = {"b": b, "ctx": n, "hq": hq, "hkv": HKV, "d": D, "dtype": "float16"}
     nbytes = kv_cache_bytes(1, HKV, D, n, batch=b)
-    fns, recs = {}, {}
-    q4 = q[:, :, None]
-    for g_max in MAX_GROUP_ROWS:
-        in_pool = f"block table, blocks of {BLOCK_SIZE}, random order"
+    fns, recs, q4 = {}, {}, q[:, :, None]
+    for g_max in MAX_GROUP_ROWS:  # fresh functions each time: each gets its own patch
         forms = {
-            f"paged_bs16_gmax{g_max}": (
+            "paged_bs16": (
                 lambda: paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=n),
-                in_pool,
+                f"block table, blocks of {BLOCK_SIZE}, random order",
             ),
-            f"contiguous_gmax{g_max}": (
+            "contiguous": (
                 lambda: attention(q4, k, v, causal=True)[:, :, 0],
                 "minimodel.attention, contiguous cache",
             ),
         }
-        for name, (fn, form) in forms.items():
+        for impl, (fn, form) in forms.items():
+            name = f"{impl}_gmax{g_max}"
             fns[name] = max_group_rows(g_max)(fn)
             recs[name] = {**shape, "impl": name, **launch_shape(b, n, hq, g_max)}
             recs[name]["form"] = f"{form}; DECODE_MAX_GROUP_ROWS = {g_max}"
-    cudnn, form = sdpa_fn("sdpa_cudnn", q4, k, v, Decode("mqa", b, n, hq=hq, hkv=HKV))
-    fns["sdpa_cudnn"] = lambda: cudnn()[:, :, 0]
-    form = f"SDPA, cuDNN backend, contiguous cache, {form}"
+    fns["sdpa_cudnn"] = lambda: core.sdpa_cudnn(q4, k, v)[:, :, 0]
+    form = "SDPA, cuDNN backend, contiguous cache, enable_gqa"
     recs["sdpa_cudnn"] = {**shape, "impl": "sdpa_cudnn", "form": form}
     rows = (0, b - 1)
-    refs = core.reference(q, k, v, rows)
-    budget = core.pytorch_error(q, k, v, rows)
+    refs, budget = core.reference(q, k, v, rows), core.pytorch_error(q, k, v, rows)
     for name, fn in fns.items():
         err = core.checked(name, fn, refs, budget, f" at {shape}")
         recs[name] |= {"kv_bytes": nbytes, "max_err": err, "pytorch_err": budget}
@@ -107,17 +101,7 @@ def main() -> None:
     copy = statistics.mean(record["copy_bytes_per_s"])
     for rec in record["records"]:
         rec["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
-    save(args.out, record)  # before the summary: a slip in printing loses nothing measured
-    for rec in record["records"]:
-        grid = ""
-        if "chunks" in rec:
-            grid = f"{rec['chunks']} x {rec['block_g']} rows, {rec['splits']} splits"
-        print(
-            f"B={rec['b']} Hq={rec['hq']} {rec['impl']:<20} {rec['graph_ms'] * 1e3:7.1f} us "
-            f"{rec['graph_gb_per_s']:6.0f} GB/s {rec['of_copy']:5.0%} of copy "
-            f"{rec['vs_cudnn']:.2f}x cuDNN {grid}",
-            flush=True,
-        )
+    save(args.out, record)
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s ({time.time() - t0:.0f} s)")
 
 

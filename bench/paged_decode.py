@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import triton
 
 from bench import core
-from bench.core import SDPA, arguments, environment, error, randn, save, sdpa
+from bench.core import arguments, environment, save
 from minimodel import paged_attention
 from minimodel.attention import attention
 from minimodel.attention_flash import flash_attention
@@ -61,9 +61,8 @@ def decode_cases(quick: bool) -> list[Decode]:
 
 def inputs(case: Decode) -> tuple:
     """q (B, Hq, d), k and v (B, Hkv, ctx, d) in the case's dtype, and the context lengths."""
-    dt, g = getattr(torch, case.dtype), torch.Generator(device="cuda").manual_seed(0)
-    q = randn(case.b, case.hq, case.d, dtype=dt, generator=g)
-    k, v = (randn(case.b, case.hkv, case.ctx, case.d, dtype=dt, generator=g) for _ in "kv")
+    dt = getattr(torch, case.dtype)
+    q, k, v = core.qkv(case.b, case.hq, case.hkv, case.ctx, case.d, dtype=dt)
     if case.group != "mixed":
         return q, k, v, [case.ctx] * case.b
     lens = torch.randint(1, case.ctx + 1, (case.b,), generator=torch.Generator().manual_seed(0))
@@ -82,20 +81,12 @@ def paged(kernel, q, k, v, lens: list[int], block_size: int, *args, **kwargs):
     return functools.partial(kernel, q, k_pool, v_pool, table, lens_t, *args, **kwargs)
 
 
-def sdpa_fn(impl: str, q4, k, v, case: Decode):
-    """SDPA on the contiguous cache, (fn, form): GQA natively (enable_gqa) if the backend takes
-    it, else on kv heads repeated beforehand (outside the timing)."""
-    g = case.hq // case.hkv
-    fn = functools.partial(F.scaled_dot_product_attention, q4, k, v, enable_gqa=g > 1)
-    try:
-        with sdpa(impl):
-            fn()
-        return fn, "enable_gqa" if g > 1 else "native"
-    except RuntimeError:
-        if g == 1:
-            raise
-    kk, vv = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
-    return functools.partial(F.scaled_dot_product_attention, q4, kk, vv), "repeated kv heads"
+def sdpa_fn(q4, k, v):
+    """SDPA on the contiguous cache, kv heads shared in place: (fn, form). The caller picks the
+    backend (in_turns, tried), so that no context's cost joins an eager time."""
+    gqa = q4.shape[1] != k.shape[1]
+    fn = functools.partial(F.scaled_dot_product_attention, q4, k, v, enable_gqa=gqa)
+    return fn, "enable_gqa" if gqa else "native"
 
 
 def decode_fn(impl: str, case: Decode, q, k, v, lens: list[int]):
@@ -106,18 +97,17 @@ def decode_fn(impl: str, case: Decode, q, k, v, lens: list[int]):
         return fn, f"block table, block size {bs}, random permutation"
     if len(set(lens)) > 1:
         raise NotImplementedError("takes one context length per batch only")
-    q4 = q[:, :, None]
+    q4, mask = q[:, :, None], {"causal": True, "window": case.window}
     if impl == "contiguous":
-        fn = functools.partial(attention, q4, k, v, causal=True, window=case.window)
+        fn = functools.partial(attention, q4, k, v, **mask)
         return fn, "minimodel.attention, contiguous cache read in place"
     if impl == "flash_attention":
-        fn = functools.partial(flash_attention, q4, k, v, causal=True, window=case.window)
-        return fn, "Lab 02's kernel, contiguous cache"
-    if impl in SDPA:
-        if case.window is not None:
-            raise NotImplementedError("SDPA has no sliding-window argument")
-        return sdpa_fn(impl, q4, k, v, case)
-    raise ValueError(f"unknown implementation {impl!r}")
+        return functools.partial(
+            flash_attention, q4, k, v, **mask
+        ), "Lab 02's kernel, contiguous cache"
+    if case.window is not None:
+        raise NotImplementedError("SDPA has no sliding-window argument")
+    return sdpa_fn(q4, k, v)
 
 
 def bench_decode(case: Decode, impls: list[str], rounds: int) -> list[dict]:
@@ -125,15 +115,13 @@ def bench_decode(case: Decode, impls: list[str], rounds: int) -> list[dict]:
     refs = core.reference(q, k, v, sorted({0, len(lens) - 1}), lens, case.window)
     nbytes, recs, fns = kv_bytes(case, lens), {}, {}
     for impl in impls:
-        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "kv_bytes": nbytes}
-        rec["ms_runs"] = []
-        try:
-            fn, rec["form"] = decode_fn(impl, case, q, k, v, lens)
-            with sdpa(impl):
-                rec["max_err"] = core.max_error(fn(), refs)
-            fns[impl] = fn
-        except Exception as e:  # noqa: BLE001 - an unsupported combination is data too
-            rec["error"] = error(e)
+        recs[impl] = {**dataclasses.asdict(case), "impl": impl, "kv_bytes": nbytes, "ms_runs": []}
+
+        def make(impl=impl):
+            fn, recs[impl]["form"] = decode_fn(impl, case, q, k, v, lens)
+            return fn
+
+        core.tried(recs, fns, impl, make, lambda out: core.max_error(out, refs))
     core.in_turns(recs, fns, rounds, eager=True)
     return [core.rates(rec, nbytes) for rec in recs.values()]
 
@@ -173,41 +161,33 @@ def prefill_cases(quick: bool) -> list[Prefill]:
 
 
 def bench_prefill(case: Prefill, rounds: int) -> list[dict]:
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q = randn(case.b, case.hq, case.nq, case.d, generator=g)
-    k, v = (randn(case.b, case.hkv, case.ctx, case.d, generator=g) for _ in "kv")
+    q, k, v = core.qkv(case.b, case.hq, case.hkv, case.ctx, case.d, nq=case.nq)
     mask = {"causal": True, "window": case.window}
     flops = attention_flops(case.b, case.hq, case.nq, case.ctx, case.d, **mask)
     group = case.hq // case.hkv  # the first group: query heads 0..group-1 read kv head 0
     ref = attention_ref(q[:1, :group].float(), k[:1, :1].float(), v[:1, :1].float(), **mask)
     starts = torch.arange(0, (case.b + 1) * case.nq, case.nq, dtype=torch.int32, device="cuda")
     q_packed = q.transpose(1, 2).reshape(case.b * case.nq, case.hq, case.d)
+    kw = {"max_query_len": case.nq, "window": case.window}
+    lens = [case.ctx] * case.b
+    makes = {
+        f"paged_bs{bs}": functools.partial(
+            paged, paged_prefill, q_packed, k, v, lens, bs, starts, **kw
+        )
+        for bs in (16, 64)
+    }
+    makes["flash_attention"] = lambda: functools.partial(flash_attention, q, k, v, **mask)
+
+    def check(out):  # the first sequence's first group; paged_prefill's rows are packed
+        first = out[: case.nq, :group].transpose(0, 1)[None] if out.dim() == 3 else out[:1, :group]
+        return (first.float() - ref).abs().max().item()
+
     recs, fns = {}, {}
-    for impl in ("paged_bs16", "paged_bs64", "flash_attention"):
-        rec = recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": flops, "ms_runs": []}
-        try:
-            if impl == "flash_attention":
-                fn = functools.partial(flash_attention, q, k, v, **mask)
-                out = fn()[:1, :group]
-            else:
-                bs = int(impl.removeprefix("paged_bs"))
-                kw = {"max_query_len": case.nq, "window": case.window}
-                fn = paged(paged_prefill, q_packed, k, v, [case.ctx] * case.b, bs, starts, **kw)
-                out = fn()[: case.nq, :group].transpose(0, 1)[None]
-            rec["max_err"] = (out.float() - ref).abs().max().item()
-            fns[impl] = fn
-        except Exception as e:  # noqa: BLE001
-            rec["error"] = error(e)
+    for impl, make in makes.items():
+        recs[impl] = {**dataclasses.asdict(case), "impl": impl, "flops": flops, "ms_runs": []}
+        core.tried(recs, fns, impl, make, check)
     core.in_turns(recs, fns, rounds, eager=True)
     return [core.rates(rec, flops=flops) for rec in recs.values()]
-
-
-def show(what: str, recs: list[dict], rate: str = "gb_per_s") -> None:
-    rates = [
-        f"{r.get('impl', r.get('splits'))} {r.get(rate, 0):.0f}/{r.get('graph_' + rate, 0):.0f}"
-        for r in recs
-    ]
-    print(f"{what}: eager/graph {rate}: " + ", ".join(rates), flush=True)
 
 
 def sweep(out, quick: bool = False) -> None:
@@ -217,18 +197,18 @@ def sweep(out, quick: bool = False) -> None:
     for case in (Decode("b64", 64, 4096), Decode("b1", 1, 131072))[: 1 if quick else None]:
         tiles = [(32, 4, 3), (64, 4, 3), (64, 4, 4), (64, 4, 5), (64, 8, 3), (128, 4, 3)]
         for c in [*tiles, (128, 8, 3), (32, 4, 5)][:cut]:
+            print(f"{case.group} {case.ctx} {c}", flush=True)
             tile = lambda *a, c=c: paged_attention.DecodeConfig(*c)
             with mock.patch.object(paged_attention, "decode_config", tile):
                 recs = bench_decode(case, ["paged_bs16", "contiguous"], 1)
             records += [{**r, "config": list(c)} for r in recs]
-            show(f"{case.group} {case.ctx} {c}", recs)
     for c in [(128, 64, 4, 3), (128, 64, 8, 2), (128, 64, 8, 3), (64, 64, 4, 3)][:cut]:
+        print(f"prefill {c}", flush=True)
         tile = lambda *a, c=c: paged_attention.PrefillConfig(*c)
         with mock.patch.object(paged_attention, "prefill_config", tile):
             recs = bench_prefill(Prefill(4, 8192, 1024), 1)
         recs = [r for r in recs if r["impl"] != "flash_attention" or c == (128, 64, 4, 3)]
         records += [{**r, "config": list(c)} for r in recs]
-        show(f"prefill {c}", recs, "tflops")
     what = (
         "bench/paged_decode.py --sweep: the decode kernel's (BLOCK_N, num_warps, num_stages) "
         "on two shapes, through the block table (b=16) and the contiguous path, and the "
@@ -268,9 +248,9 @@ def main() -> None:
     runs += [("splits", c, bench_splits, (s,)) for c, s in splits[: 1 if args.quick else None]]
     runs += [("prefill", c, bench_prefill, (args.rounds,)) for c in prefill_cases(args.quick)]
     for key, case, bench, bench_args in runs:
-        record[key] += (recs := bench(case, *bench_args))
+        print(f"{key} {case}", flush=True)  # in_turns prints each round's times
+        record[key] += bench(case, *bench_args)
         save(args.out, record)  # after every case: a run cut short still leaves its data
-        show(f"{key} {case}", recs, "tflops" if key == "prefill" else "gb_per_s")
     record["copy_bytes_per_s"].append(core.copy_rate())
     save(args.out, record)
     print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s; {time.time() - t0:.0f} s")

@@ -25,7 +25,7 @@ import torch
 
 from bench import core
 from bench.mqa_decode import BLOCK_SIZE, HKV, D, launch_shape
-from bench.paged_decode import Decode, sdpa_fn
+from bench.paged_decode import sdpa_fn
 from minimodel import paged_attention as pa
 from minimodel.roofline import kv_cache_bytes
 
@@ -71,7 +71,7 @@ def main() -> None:
         recs[name] = {"impl": name, "max_err": err, **launch_shape(B, N, HQ, cfg[0])}
         recs[name] |= {"block_n": cfg[1], "warps": cfg[2], "stages": cfg[3],
                        "splits": cfg[4] or recs[name]["splits"]}
-    cudnn, _ = sdpa_fn("sdpa_cudnn", q[:, :, None], k, v, Decode("mqa", B, N, hq=HQ, hkv=HKV))
+    cudnn, _ = sdpa_fn(q[:, :, None], k, v)
     fns["sdpa_cudnn"], recs["sdpa_cudnn"] = cudnn, {"impl": "sdpa_cudnn"}
     core.in_turns(recs, fns, a.rounds, must_capture=True)
     cudnn_ms = recs["sdpa_cudnn"]["graph_ms"]
