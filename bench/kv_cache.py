@@ -1,6 +1,5 @@
-"""Lab 04's KV cache measured: the lab's MiniGPT as kv8 (MHA), kv4, kv2 (GQA) and kv1 (MQA) over the
-canonical verb sequence (a prefill of 16 tokens, then decode steps through the cache), its bytes
-measured from the tensors beside Theory 04's formula (`roofline.kv_cache_bytes`). Seconds on a CPU:
+"""Lab 04's KV cache of kv8 (MHA) to kv1 (MQA) over the canonical verb sequence, measured from the
+tensors beside Theory 04's formula (Lab 04, "The KV cache on the verb sequence"). On a CPU:
 
     python -m bench.kv_cache            # writes data/kv-cache-verbs.json
 """

@@ -1,7 +1,6 @@
-"""The target Nsight Compute profiles for the 8-bit cache's speed (Lab 03 part 2, "The
-measurement"; data/ncu-fp8-decode-h200.txt): one decode step at bench.fp8_decode's shape through
-the 8-bit pools, then through the 16-bit ones, each called twice (the first call compiles; -c 4
-keeps the 8-bit call's two decode and two merge launches). On the H200:
+"""What Nsight Compute profiles for Lab 03 part 2's 8-bit cache ("The measurement"): one decode
+step at bench.fp8_decode's shape through the 8-bit pools, then the 16-bit ones, each called twice
+(the first call compiles; -c 4 keeps the 8-bit call's second decode and merge). On the H200:
 
     PYTHONPATH=src:. ncu --clock-control none --set full \\
         -k regex:"_paged_decode_fwd|_merge_splits" -c 4 -o $OUT/fp8 python3 -m bench.ncu_fp8

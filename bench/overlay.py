@@ -1,6 +1,5 @@
 """Every case of the roofline overlay (bench.bytes.CASES) timed on the GPU, then profiled under
-Nsight Compute with the same Flash tiles (bench.bytes); writes data/roofline-overlay-h200.json
-and data/bytes-h200.json for Lab 01 and Results. `python -m figures overlay` draws them.
+Nsight Compute with the same Flash tiles (bench.bytes), for Lab 01 and Results.
 
     python -m bench.overlay                   # on the H200 (ncu needs counter access: README)
     python -m bench.overlay --out DIR         # into DIR instead of data/
