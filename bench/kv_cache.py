@@ -10,7 +10,7 @@ from bench.core import DATA, arguments, environment, save
 from minimodel import attention_mqa_gqa as lab
 from minimodel.minigpt import MiniGPT
 from minimodel.roofline import kv_cache_bytes
-from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
+from minimodel.verbs import tokenizer, verb_sequence
 
 VARIANTS = (8, 4, 2, 1)  # kv heads: kv8 is MHA, kv4 and kv2 GQA, kv1 MQA
 PREFILL = 16  # tokens of the sequence in the prefill; the other 48 are decoded one at a time
@@ -48,13 +48,13 @@ def measure(n_kv_heads: int) -> dict:
         want = "formula_" + key.removeprefix("filled_")
         if record[key] != record[want]:
             raise SystemExit(f"{name}: measured {key} {record[key]} != {want} {record[want]}")
+    print(f"{name}: {record}")
     return record
 
 
 def main() -> None:
     args = arguments(__doc__, DATA / "kv-cache-verbs.json").parse_args()
     config, tokens = lab.verb_model_config(), verb_sequence()
-    assert len(tokens) == VERB_SEQUENCE_LEN
     fields = ("n_layers", "n_heads", "head_dim", "d_model", "max_seq_len", "vocab_size")
     record = {
         "environment": environment(),
@@ -69,10 +69,6 @@ def main() -> None:
         "config": {f: getattr(config, f) for f in fields},
         "variants": [measure(n) for n in VARIANTS],
     }
-    for row in record["variants"]:
-        sizes = f"allocated {row['allocated']:,} B, filled {row['filled']:,} B"
-        checks = f"(formula {row['formula_filled']:,} B), decode vs full pass"
-        print(f"{row['name']}: {sizes} {checks} {row['decode_vs_full_max_abs']:.1e}")
     save(args.out, record, indent=2, ensure_ascii=False)
 
 

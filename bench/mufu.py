@@ -49,6 +49,7 @@ def run_config(programs: int, block: int, iters: int, unroll: int, num_warps: in
     runs = [time_ms(launch, warmup=50, rep=300) for _ in range(5)]
     ms, count = statistics.median(runs), n * iters * unroll
     config |= {"exp2": count, "ms_runs": runs, "ms": ms}
+    print(f"{config}: {count / (ms * 1e-3) / 1e12:.3f} T exp2/s", flush=True)
     return config | {"exp2_per_s": count / (ms * 1e-3), "max_err": float(err)}
 
 
@@ -85,9 +86,6 @@ def main() -> None:
     finally:
         stop.set()
         sampler.join()
-    for r in runs:
-        where = f"{r['programs']} programs of {r['block']}, {r['num_warps']} warps"
-        print(f"{where}: {r['ms']:.3f} ms, {r['exp2_per_s'] / 1e12:.3f} T exp2/s", flush=True)
     best = max(runs, key=lambda r: r["exp2_per_s"])
     smi = nvidia_smi("clocks.max.sm,driver_version")
     max_mhz = float(smi[0]) if smi and smi[0].isdigit() else None

@@ -40,15 +40,8 @@ def host_times_us(fns: dict[str, Callable[[], object]], calls: int = 200, rounds
     rotated from round to round, so that a drift of the host's speed reaches all of them alike
     and their differences can be read within one run."""
     names = _checked("host_times_us", fns, calls=calls, rounds=rounds, tries=tries)
-    cycles = {}
-    for name in names:  # compile, allocate and cache before timing; then a first guess
-        fns[name]()
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fns[name]()
-        cycles[name] = int(2 * (time.perf_counter() - start) * 2e9) + 1_000_000
-        torch.cuda.synchronize()
+    eager = eager_times_us(fns, calls, 1)  # compiles, allocates and caches before timing too
+    cycles = {name: int(2 * us * calls * 1e-6 * 2e9) + 1_000_000 for name, us in eager.items()}
     failed = dict.fromkeys(names, 0)
 
     def one_round(name: str) -> float | None:
