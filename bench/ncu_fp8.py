@@ -15,14 +15,11 @@ from minimodel.paged_attention import paged_decode
 
 def main() -> None:
     c = cache()
-    for pools in (
-        {"k_pool": c.k_pool8, "v_pool": c.v_pool8, "k_scale": c.k_scale, "v_scale": c.v_scale},
-        {"k_pool": c.k_pool16, "v_pool": c.v_pool16},
-    ):
+    table = {"block_tables": c.table, "context_lens": c.lens_t, "max_context_len": N}
+    pools8 = {"k_pool": c.k_pool8, "v_pool": c.v_pool8, "k_scale": c.k_scale, "v_scale": c.v_scale}
+    for pools in (pools8, {"k_pool": c.k_pool16, "v_pool": c.v_pool16}):
         for _ in range(2):
-            paged_decode(
-                c.q, block_tables=c.table, context_lens=c.lens_t, max_context_len=N, **pools
-            )
+            paged_decode(c.q, **table, **pools)
     torch.cuda.synchronize()
 
 
