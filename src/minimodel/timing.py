@@ -36,9 +36,7 @@ def host_time_us(fn: Callable[[], object], calls: int = 200, rounds: int = 5,
 
 def host_times_us(fns: dict[str, Callable[[], object]], calls: int = 200, rounds: int = 5,
                   tries: int = 6) -> dict[str, float]:
-    """host_time_us of each of fns, timed in turns: every round times each fn once, in an order
-    rotated from round to round, so that a drift of the host's speed reaches all of them alike
-    and their differences can be read within one run."""
+    """host_time_us of each of fns, timed in turns (_in_turns)."""
     names = _checked("host_times_us", fns, calls=calls, rounds=rounds, tries=tries)
     eager = eager_times_us(fns, calls, 1)  # compiles, allocates and caches before timing too
     cycles = {name: int(2 * us * calls * 1e-6 * 2e9) + 1_000_000 for name, us in eager.items()}
@@ -95,8 +93,9 @@ def eager_times_us(fns: dict[str, Callable[[], object]], calls: int = 200,
 
 def _in_turns(names: list[str], rounds: int, one_round) -> dict[str, float]:
     """The median of `rounds` readings one_round(name) of each name, taken in turns: each pass
-    reads every name still short of `rounds` once (a None reading is retaken in a later pass),
-    starting one place further along the names than the pass before."""
+    reads every name still short of `rounds` once (a None reading is retaken), starting one place
+    further along the names than the pass before, so that a drift of the host's speed reaches
+    all of them alike and their differences can be read within one run."""
     times: dict[str, list[float]] = {name: [] for name in names}
     turn = 0
     while any(len(t) < rounds for t in times.values()):
