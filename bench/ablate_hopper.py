@@ -1,7 +1,5 @@
-"""What each step of Lab 02 part 2's schedule buys ("The kept kernel with its two switches"): the
-Hopper kernel with its persistent grid and its ping-pong each switched off, against Lab 02's
-kernel and SDPA's cuDNN backend, at d = 128, fp16, FlashAttention-2's grid; CUDA-graph replays,
-each variant checked against the default's output first.
+"""What each step of Lab 02 part 2's schedule buys ("What each step bought"): the Hopper kernel
+with its persistent grid or its ping-pong switched off, beside Lab 02's kernel and cuDNN.
 
     python -m bench.ablate_hopper            # on the GPU: data/flash-hopper-ablation-h200.json
 """
@@ -46,10 +44,8 @@ def measure(n: int, causal: bool, d: int = 128, h: int = 16) -> dict:
 
 
 def main() -> None:
-    parser = arguments(__doc__, DATA / "flash-hopper-ablation-h200.json", smoke="a small subset")
-    args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("bench.ablate_hopper measures a Hopper GPU: none is available here")
+    out = DATA / "flash-hopper-ablation-h200.json"
+    args = arguments(__doc__, out, smoke="a small subset").parse_args()
     lengths = (512,) if args.smoke else (512, 2048, 8192)
     records = [measure(n, causal) for n in lengths for causal in (False, True)]
     timing = (

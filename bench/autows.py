@@ -1,7 +1,6 @@
-"""Does Triton's automatic warp specialisation apply to Lab 02's kernel on Hopper (Lab 02 part 2,
-"The two routes in Triton 3.6")? `_attn_fwd` compiled ahead of time, with no GPU, as written and
-with `warp_specialize=True` on its key loop (the loop line of a copy of its source rewritten), for
-sm_90 and sm_100: partitions in the TTGIR, shared memory and, for sm_90, ptxas's report.
+"""Does Triton's automatic warp specialisation apply to Lab 02's kernel (Lab 02 part 2, "The two
+routes in Triton 3.6")? `_attn_fwd` compiled ahead of time, no GPU, as written and with
+`warp_specialize=True` on its key loop, for sm_90 and sm_100.
 
     python -m bench.autows                  # writes data/autows-probe.json
 """

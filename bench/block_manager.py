@@ -1,6 +1,5 @@
 """Lab 03's cost of an operation: the time per `allocate` and per `append_slot` of minimodel's
-BlockManager with 10^2 to 10^5 live sequences, flat if every operation is O(1) (a free list,
-dictionaries, no scan). A measurement, not a test: timings depend on the machine.
+BlockManager with 10^2 to 10^5 live sequences, flat if every operation is O(1).
 
     python -m bench.block_manager            # under a minute: data/block-manager-ops.json
 """
@@ -45,25 +44,25 @@ def bench(live: int, caching: bool, seed: int, rounds: dict[str, list[float]]) -
 
 def main() -> None:
     args = arguments(__doc__, DATA / "block-manager-ops.json", smoke="a small subset").parse_args()
-    rounds: dict[tuple[int, bool], dict[str, list[float]]] = {}  # every sweep's, by config
+    lives, sweeps = (LIVE[:2], 1) if args.smoke else (LIVE, SWEEPS)
+    rounds = {  # every sweep's rounds, by config
+        (live, caching): {"allocate_ns": [], "append_slot_ns": []}
+        for caching in (False, True)
+        for live in lives
+    }
     gc.disable()  # as timeit does: the collector's passes grow with the heap, not with our code
-    sweeps = 1 if args.smoke else SWEEPS
     for sweep in range(sweeps):  # whole sweeps: interference hits one config
-        for caching in (False, True):
-            for live in LIVE[:2] if args.smoke else LIVE:
-                ns = rounds.setdefault((live, caching), {"allocate_ns": [], "append_slot_ns": []})
-                bench(live, caching, sweep, ns)
-                times = f"allocate {min(ns['allocate_ns']) / 1e3:.2f} us, append_slot"
-                times += f" {min(ns['append_slot_ns']) / 1e3:.2f} us"
-                where = f"sweep {sweep + 1}/{sweeps}, live {live:>7,}, prefix caching {caching!s:5}"
-                print(f"{where}: {times}", file=sys.stderr, flush=True)
-    results = []
-    for (live, caching), ns in rounds.items():  # the fastest round of all: the statistic below
-        best = {op: min(times) for op, times in ns.items()}
-        results.append(
-            {"live": live, "prefix_caching": caching, **best}
-            | {op + "_rounds": times for op, times in ns.items()}
-        )
+        for (live, caching), ns in rounds.items():
+            bench(live, caching, sweep, ns)
+            best = {op: f"{min(times) / 1e3:.2f} us" for op, times in ns.items()}
+            where = f"sweep {sweep + 1}/{sweeps}, live {live:>7,}, prefix caching {caching!s:5}"
+            print(f"{where}: {best}", file=sys.stderr, flush=True)
+    results = [  # the fastest round of all: the statistic below
+        {"live": live, "prefix_caching": caching}
+        | {op: min(times) for op, times in ns.items()}
+        | {op + "_rounds": times for op, times in ns.items()}
+        for (live, caching), ns in rounds.items()
+    ]
     setup = {"block_size": BLOCK_SIZE, "prompt_tokens": PROMPT, "ops_per_round": OPS}
     setup |= {"rounds": ROUNDS, "sweeps": sweeps, "gc": "disabled while timing"}
     setup["statistic"] = "fastest round's mean time per op, over every round of every sweep "

@@ -1,8 +1,7 @@
-"""This machine's roofline ceilings (minimodel.ceilings.measure_ceilings), written to
-data/ceilings-<name>.json.
+"""This machine's roofline ceilings (minimodel.ceilings.measure_ceilings).
 
-    python -m bench.ceilings --name h200      # on the GPU machine
-    python -m bench.ceilings --name cpu       # anywhere
+python -m bench.ceilings --name h200      # on the GPU machine
+python -m bench.ceilings --name cpu       # anywhere
 """
 
 import dataclasses

@@ -1,6 +1,5 @@
-"""Lab 04's KV cache measured: the lab's MiniGPT as kv8 (MHA), kv4, kv2 (GQA) and kv1 (MQA) over the
-canonical verb sequence (a prefill of 16 tokens, then decode steps through the cache), its bytes
-measured from the tensors beside Theory 04's formula (`roofline.kv_cache_bytes`). Seconds on a CPU:
+"""Lab 04's KV cache of kv8 (MHA) to kv1 (MQA) over the canonical verb sequence, measured from the
+tensors beside Theory 04's formula (Lab 04, "The KV cache on the verb sequence"). On a CPU:
 
     python -m bench.kv_cache            # writes data/kv-cache-verbs.json
 """
@@ -11,7 +10,7 @@ from bench.core import DATA, arguments, environment, save
 from minimodel import attention_mqa_gqa as lab
 from minimodel.minigpt import MiniGPT
 from minimodel.roofline import kv_cache_bytes
-from minimodel.verbs import VERB_SEQUENCE_LEN, tokenizer, verb_sequence
+from minimodel.verbs import tokenizer, verb_sequence
 
 VARIANTS = (8, 4, 2, 1)  # kv heads: kv8 is MHA, kv4 and kv2 GQA, kv1 MQA
 PREFILL = 16  # tokens of the sequence in the prefill; the other 48 are decoded one at a time
@@ -49,13 +48,13 @@ def measure(n_kv_heads: int) -> dict:
         want = "formula_" + key.removeprefix("filled_")
         if record[key] != record[want]:
             raise SystemExit(f"{name}: measured {key} {record[key]} != {want} {record[want]}")
+    print(f"{name}: {record}")
     return record
 
 
 def main() -> None:
     args = arguments(__doc__, DATA / "kv-cache-verbs.json").parse_args()
     config, tokens = lab.verb_model_config(), verb_sequence()
-    assert len(tokens) == VERB_SEQUENCE_LEN
     fields = ("n_layers", "n_heads", "head_dim", "d_model", "max_seq_len", "vocab_size")
     record = {
         "environment": environment(),
@@ -70,10 +69,6 @@ def main() -> None:
         "config": {f: getattr(config, f) for f in fields},
         "variants": [measure(n) for n in VARIANTS],
     }
-    for row in record["variants"]:
-        sizes = f"allocated {row['allocated']:,} B, filled {row['filled']:,} B"
-        checks = f"(formula {row['formula_filled']:,} B), decode vs full pass"
-        print(f"{row['name']}: {sizes} {checks} {row['decode_vs_full_max_abs']:.1e}")
     save(args.out, record, indent=2, ensure_ascii=False)
 
 

@@ -1,10 +1,6 @@
-"""What one Triton launch costs the host (Lab 03 part 2, "What a call costs the host"): the split
-decode's merge kernel launched four ways (through Triton's JIT; its compiled launcher called
-directly with the tensors, and with their addresses as ints; through minimodel.kernels.launch),
-and one torch.empty, each timed by minimodel.timing.host_time_us; each launch but the JIT's is
-checked against the JIT's output first. Apart, launch's key for the same arguments built (and
-hashed) two ways: with Triton's native_specialize_impl once per argument (launch's key up to
-commit 8890d1f) and with minimodel.kernels._classes (its key since).
+"""What one Triton launch of the split decode's merge kernel costs the host, four ways, beside a
+torch.empty, and what launch's key costs built two ways (Lab 03 part 2, "What a call costs the
+host"); each launch but the JIT's checked against the JIT's output first.
 
     MINIMODEL_COMMIT=<hash> python -m bench.launch_costs --out data/launch-costs-h200.json
 """
@@ -26,57 +22,44 @@ def main() -> None:
     o = torch.empty(b, hq, d, dtype=torch.float16, device="cuda")
     lse = torch.empty(b, hq, device="cuda")
     ints = (splits, hq, *part.stride(), *lse_part.stride(), *o.stride(), *lse.stride())
-    constexprs = (d, d, 16, True)  # D, HEAD_DIM, BLOCK_S, LSE, in the kernel's parameter order
-    tensors = (part, lse_part, o, lse)
+    meta = {"D": d, "HEAD_DIM": d, "BLOCK_S": 16, "LSE": True}  # in the kernel's parameter order
+    tensors, constexprs = (part, lse_part, o, lse), tuple(meta.values())
+    grid = (b * hq,)
 
     def jit():
-        return _merge_splits[(b * hq,)](
-            *tensors, *ints, D=d, HEAD_DIM=d, BLOCK_S=16, LSE=True, num_warps=4
-        )
+        return _merge_splits[grid](*tensors, *ints, **meta, num_warps=4)
 
     kernel = jit()
     want = o.clone(), lse.clone()
     stream = torch.cuda.current_stream().cuda_stream
-
     # grid, stream, the compiled function and its metadata; no launch metadata, enter or exit hook
     head = (b * hq, 1, 1, stream, kernel.function, kernel.packed_metadata, None, None, None)
 
     def direct(pointers):
         return lambda: kernel.run(*head, *pointers, *ints, *constexprs)
 
-    calls = {
-        "jit": jit,
+    backend = _backend(torch.cuda.current_device())
+    checked = {  # each launch, checked against the JIT's output first
         "direct_tensors": direct(tensors),
         "direct_ints": direct([t.data_ptr() for t in tensors]),
         "minimodel_launch": lambda: launch(
-            _merge_splits,
-            (b * hq,),
-            *tensors,
-            *ints,
-            D=d,
-            HEAD_DIM=d,
-            BLOCK_S=16,
-            LSE=True,
-            num_warps=4,
+            _merge_splits, grid, *tensors, *ints, **meta, num_warps=4
         ),
-        "torch_empty": lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda"),
     }
-    # launch's key alone for the same arguments (no launch), built and hashed as a lookup does
-    backend = _backend(torch.cuda.current_device())
-    meta = {"D": d, "HEAD_DIM": d, "BLOCK_S": 16, "LSE": True}
+    fns = {"jit": jit, **checked}
+    fns["torch_empty"] = lambda: torch.empty((b, hq, d), dtype=torch.float16, device="cuda")
 
+    # launch's key alone for the same arguments (no launch), built and hashed as a lookup does
     def key_per_argument():  # launch's key up to commit 8890d1f
         spec = [native_specialize_impl(backend, a, False, True, True) for a in (*tensors, *ints)]
         return hash((*meta.items(), *spec))
 
-    def key_classes():  # its key since
-        return hash((*meta.items(), *_classes(backend, (*tensors, *ints))))
-
-    keys = {"key_per_argument": key_per_argument, "key_classes": key_classes}
+    fns["key_per_argument"] = key_per_argument  # and its key since:
+    fns["key_classes"] = lambda: hash((*meta.items(), *_classes(backend, (*tensors, *ints))))
     host_us, errors = {}, {}
-    for name, fn in (calls | keys).items():
+    for name, fn in fns.items():
         try:
-            if name in calls and name != "jit" and name != "torch_empty":
+            if name in checked:
                 o.zero_(), lse.zero_()
                 fn(), fn()  # launch's first call under a key is the JIT's; its second is not
                 torch.cuda.synchronize()

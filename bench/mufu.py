@@ -1,28 +1,20 @@
-"""The exponential rate of the special-function units (MUFU): exp2 per second, on the GPU primer's
-method (a chain of x -> 2^(-x) over independent values in registers). Theory 00's exponential
-roof reads data/mufu-h200.json (minimodel.ceilings.exp_roof; figures/core.py).
+"""The exponential rate of the special-function units (MUFU), exp2 per second, on the GPU primer's
+method ("The special-function units"); read by minimodel.ceilings.exp_roof.
 
     python -m bench.mufu                  # on a GPU: writes data/mufu-h200.json
-    python -m bench.mufu --out x.json     # somewhere else
-    TRITON_INTERPRET=1 python -m bench.mufu --smoke   # CPU check: tiny, prints, writes nothing
 """
 
-import json
-import platform
 import statistics
 import subprocess
-import sys
 import threading
-import time
 
 import torch
 import triton
 import triton.language as tl
 
 from bench.core import DATA, arguments, environment, save, time_ms
-from minimodel.kernels import INTERPRET
 
-REPS = 5  # do_bench medians per configuration
+CONFIG = ("programs", "block", "iters", "unroll", "num_warps")
 
 
 @triton.jit
@@ -36,33 +28,28 @@ def _exp2_chains(x_ptr, out_ptr, iters, BLOCK: tl.constexpr, UNROLL: tl.constexp
     tl.store(out_ptr + offs, x)
 
 
-def run_config(device: str, programs: int, block: int, iters: int, unroll: int, num_warps: int):
-    """Time one configuration; check its output against the same chain in float64."""
+def run_config(programs: int, block: int, iters: int, unroll: int, num_warps: int) -> dict:
+    """Time one configuration (five do_bench medians); check its output against the same chain
+    in float64."""
     n = programs * block
-    x = torch.rand(n, generator=torch.Generator().manual_seed(27), dtype=torch.float32).to(device)
+    x = torch.rand(n, generator=torch.Generator().manual_seed(27)).cuda()
     out = torch.empty_like(x)
 
     def launch() -> None:
         _exp2_chains[(programs,)](x, out, iters, BLOCK=block, UNROLL=unroll, num_warps=num_warps)
 
     launch()
-    check = min(n, 4096)  # the chain contracts (|d/dx 2^-x| < 0.7): errors do not grow
-    ref = x[:check].cpu().double()
+    ref = x[:4096].cpu().double()  # the chain contracts (|d/dx 2^-x| < 0.7): errors do not grow
     for _ in range(iters * unroll):
         ref = torch.exp2(-ref)
-    err = (out[:check].double().cpu() - ref).abs().max()
+    config = dict(zip(CONFIG, (programs, block, iters, unroll, num_warps), strict=True))
+    err = (out[:4096].double().cpu() - ref).abs().max()
     if not err < 1e-4:
-        config = f"programs={programs}, block={block}, iters={iters}, unroll={unroll}"
         raise RuntimeError(f"exp2 chain is wrong: max error {err:.3g} ({config})")
-    if device == "cuda":
-        runs = [time_ms(launch, warmup=50, rep=300) for _ in range(REPS)]
-    else:  # the interpreter: wall time, only to exercise the code path
-        t0 = time.perf_counter()
-        launch()
-        runs = [(time.perf_counter() - t0) * 1e3]
+    runs = [time_ms(launch, warmup=50, rep=300) for _ in range(5)]
     ms, count = statistics.median(runs), n * iters * unroll
-    config = {"programs": programs, "block": block, "iters": iters, "unroll": unroll}
-    config |= {"num_warps": num_warps, "exp2": count, "ms_runs": runs, "ms": ms}
+    config |= {"exp2": count, "ms_runs": runs, "ms": ms}
+    print(f"{config}: {count / (ms * 1e-3) / 1e12:.3f} T exp2/s", flush=True)
     return config | {"exp2_per_s": count / (ms * 1e-3), "max_err": float(err)}
 
 
@@ -77,51 +64,34 @@ def nvidia_smi(fields: str) -> list[str] | None:
     return [v.strip() for v in res.stdout.strip().split(",")]
 
 
-def sample_clock(samples: list[float], stop: threading.Event) -> None:
-    """Read the SM clock every half second while the benchmark runs."""
-    while not stop.wait(0.5):
-        value = nvidia_smi("clocks.sm")
-        if value and value[0].replace(".", "", 1).isdigit():
-            samples.append(float(value[0]))
-
-
 def main() -> None:
-    smoke = "tiny grid in the interpreter; writes nothing"
-    args = arguments(__doc__, DATA / "mufu-h200.json", smoke=smoke).parse_args()
-    if args.smoke != INTERPRET:
-        sys.exit(
-            "--smoke runs the kernel in Triton's interpreter (TRITON_INTERPRET=1), and only it"
-        )
-    if args.smoke:
-        runs = [run_config("cpu", 2, 64, 3, 4, 4)]
-        env = environment(sm_count=1, device=f"CPU ({platform.machine()}), Triton interpreter")
-        print(json.dumps({"environment": env, "runs": runs}, indent=1))
-        return
-    if not torch.cuda.is_available():
-        sys.exit("no CUDA GPU: run on one, or the CPU check: TRITON_INTERPRET=1 ... --smoke")
+    args = arguments(__doc__, DATA / "mufu-h200.json").parse_args()
     sms = torch.cuda.get_device_properties("cuda").multi_processor_count
     # 2,048 threads per SM at most: 16 programs of 4 warps, or 8 of 8, fill every SM; each thread
     # holds block / (32 warps) chains, the independent work that hides the latency.
     configs = [(sms * 16, 1024, 512, 8, 4), (sms * 8, 2048, 512, 8, 8), (sms * 16, 2048, 256, 8, 4)]
     configs.append((sms * 32, 1024, 512, 8, 4))  # (programs, block, iters, unroll, warps) each
     clocks, stop = [], threading.Event()
-    sampler = threading.Thread(target=sample_clock, args=(clocks, stop), daemon=True)
+
+    def sample_clock() -> None:  # the SM clock every half second while the benchmark runs
+        while not stop.wait(0.5):
+            value = nvidia_smi("clocks.sm")
+            if value and value[0].replace(".", "", 1).isdigit():
+                clocks.append(float(value[0]))
+
+    sampler = threading.Thread(target=sample_clock, daemon=True)
     sampler.start()
     try:
-        runs = [run_config("cuda", *c) for c in configs]
+        runs = [run_config(*c) for c in configs]
     finally:
         stop.set()
         sampler.join()
-    for r in runs:
-        config = {k: r[k] for k in ("programs", "block", "num_warps")}
-        print(f"{config}: {r['ms']:.3f} ms, {r['exp2_per_s'] / 1e12:.3f} T exp2/s", flush=True)
     best = max(runs, key=lambda r: r["exp2_per_s"])
     smi = nvidia_smi("clocks.max.sm,driver_version")
     max_mhz = float(smi[0]) if smi and smi[0].isdigit() else None
     clock = {"sm_clock_max_mhz": max_mhz, "sm_clock_mhz_during_run": clocks}
     env = environment(sm_count=sms, driver=smi[1] if smi else None, **clock)
-    config = {k: best[k] for k in ("programs", "block", "iters", "unroll", "num_warps")}
-    mufu = {"exp2_per_s": best["exp2_per_s"], "config": config}
+    mufu = {"exp2_per_s": best["exp2_per_s"], "config": {k: best[k] for k in CONFIG}}
     for name, mhz in (("max", max_mhz), ("median", clocks and statistics.median(clocks))):
         if mhz:
             mufu[f"exp2_per_clock_per_sm_at_{name}_clock"] = best["exp2_per_s"] / (sms * mhz * 1e6)

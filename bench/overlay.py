@@ -1,6 +1,5 @@
 """Every case of the roofline overlay (bench.bytes.CASES) timed on the GPU, then profiled under
-Nsight Compute with the same Flash tiles (bench.bytes); writes data/roofline-overlay-h200.json
-and data/bytes-h200.json for Lab 01 and Results. `python -m figures overlay` draws them.
+Nsight Compute with the same Flash tiles (bench.bytes), for Lab 01 and Results.
 
     python -m bench.overlay                   # on the H200 (ncu needs counter access: README)
     python -m bench.overlay --out DIR         # into DIR instead of data/
@@ -17,22 +16,10 @@ from bench.core import DATA, arguments, environment, save, time_ms
 
 def totals(kernels: list[dict]) -> dict[str, float]:
     """Each metric summed over a case's kernels (None where ncu gave no value)."""
-    out: dict[str, float] = {}
-    for k in kernels:
-        for metric, value in k.items():
-            if metric != "kernel" and value is not None:
-                out[metric] = out.get(metric, 0.0) + value
-    return out
-
-
-def warm_up_gpu(seconds: float = 3.0) -> None:
-    """Matrix products for a few seconds, so that the clocks (left alone) have ramped up."""
-    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
-    t0 = time.time()
-    while time.time() - t0 < seconds:
-        for _ in range(10):
-            a @ a
-        torch.cuda.synchronize()
+    metrics = dict.fromkeys(
+        m for k in kernels for m, v in k.items() if m != "kernel" and v is not None
+    )
+    return {m: sum((k[m] for k in kernels if k.get(m) is not None), 0.0) for m in metrics}
 
 
 def time_case(fn) -> dict[str, float]:
@@ -60,7 +47,8 @@ def main() -> None:
         cases = [c for c in cases if c.heads == "MHA" and c.n == 64]
     timed, errors, pins = {}, {}, {}
     t0 = time.time()
-    warm_up_gpu()
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.float16)
+    time_ms(lambda: a @ a, rep=3000)  # products for 3 s, so that the clocks have ramped up
     for attempt in ("first", "kept"):  # the second pass is kept; the first is recorded beside it
         for case in cases:
             if case.id in errors:

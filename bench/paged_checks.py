@@ -1,6 +1,5 @@
-"""What the paged kernels' data checks cost (issue 21; Lab 03 part 2, "The wrappers validate,
-then launch"): a decode step and a prefill chunk on the checked path (one sync: eager only)
-against the fast path, with and without error flags, eagerly and under CUDA-graph replay.
+"""What the paged kernels' data checks cost (Lab 03 part 2, "The wrappers: validate, then launch"):
+the checked path against the fast path, with and without error flags.
 
     python -m bench.paged_checks --out data/paged-checks-h200.json   # about a minute
 """
@@ -52,20 +51,19 @@ def paths(kernel, q, b: int, ctx: int, block_size: int, *args, **fast) -> list[d
 def main() -> None:
     args = arguments(__doc__, DATA / "paged-checks-h200.json", smoke="one shape each").parse_args()
     record = {"environment": environment(), "decode": [], "prefill": []}
-    shape = {"Hq": HQ, "Hkv": HKV, "d": D}
     for b, ctx, bs in DECODE[: 1 if args.smoke else None]:
-        print(f"decode B={b} ctx={ctx} blocks of {bs}", flush=True)
+        shape = {"B": b, "Hq": HQ, "Hkv": HKV, "d": D, "context": ctx, "block_size": bs}
+        print(f"decode {shape}", flush=True)
         q = torch.randn(b, HQ, D, device="cuda", dtype=torch.float16)
         rows = paths(paged_decode, q, b, ctx, bs, max_context_len=ctx)
-        record["decode"].append({"B": b, **shape, "context": ctx, "block_size": bs, "rows": rows})
+        record["decode"].append(shape | {"rows": rows})
     for b, ctx, new, bs in PREFILL:
-        print(f"prefill B={b} ctx={ctx} new={new}", flush=True)
+        shape = {"B": b, "Hq": HQ, "Hkv": HKV, "d": D, "context": ctx, "new_tokens": new}
+        print(f"prefill {shape}", flush=True)
         q = torch.randn(b * new, HQ, D, device="cuda", dtype=torch.float16)
         starts = torch.arange(0, (b + 1) * new, new, dtype=torch.int32, device="cuda")
         rows = paths(paged_prefill, q, b, ctx, bs, starts, max_query_len=new)
-        record["prefill"].append(
-            {"B": b, **shape, "context": ctx, "new_tokens": new, "block_size": bs, "rows": rows}
-        )
+        record["prefill"].append(shape | {"block_size": bs, "rows": rows})
     save(args.out, record, indent=2)
 
 

@@ -1,12 +1,7 @@
-"""The paged decode at forced split counts on the current kernel, B = 64, GQA 32/8, d = 128, fp16,
-blocks of 16: uniform 4k keys and ragged batches (lengths 1..8k, 1..16k), graph-timed, with the
-copy rate (Lab 03 part 2, "How many splits" and the benchmark's age).
+"""The paged decode at forced split counts, B = 64, uniform 4k keys and ragged batches, with the
+copy rate (Lab 03 part 2, "How many splits").
 
-    PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.paged_splits \
-        --out data/paged-splits-h200.json     # about a minute on the H200
-
-data/paged-splits-perkey-h200.json holds the same calls on the kernel before it read one table
-entry per block (a scratch driver at f135f9e, before this module held them).
+    MINIMODEL_COMMIT=<hash> python -m bench.paged_splits --out data/paged-splits-h200.json
 """
 
 from bench.core import arguments, copy_rate, environment, save

@@ -1,6 +1,6 @@
 """Every tile configuration of Lab 02's Flash kernel timed on every shape of FlashAttention-2's
-grid at N = 2048 and 8192 (the sweep FLASH_CONFIGS was chosen from: Lab 02, "The forward
-kernel"), beside SDPA's FlashAttention-2 and cuDNN; compiled first by worker processes.
+grid at N = 2048 and 8192, beside SDPA's FlashAttention-2 and cuDNN: the sweep FLASH_CONFIGS was
+chosen from (Lab 02, "The forward kernel").
 
     python -m bench.tune_flash --out data/flash-config-sweep-h200.json
 """
@@ -24,20 +24,16 @@ CANDIDATES = [
     if not (bm == 64 and w == 8) and not (bn == 32 and w == 8)
 ]
 WORKERS = 12  # compiling processes
-
-
-def shapes(dtype: str) -> list[dict]:
-    """FlashAttention-2's grid at N = 2048 and 8192: B = 16384 / N, H = 2048 / d."""
-    return [
-        {"d": d, "causal": causal, "n": n, "b": 16384 // n, "h": 2048 // d, "dtype": dtype}
-        for d, causal, n in itertools.product([64, 128], [False, True], [2048, 8192])
-    ]
+SHAPES = [  # FlashAttention-2's grid at N = 2048 and 8192: B = 16384 / N, H = 2048 / d
+    {"d": d, "causal": causal, "n": n, "b": 16384 // n, "h": 2048 // d, "dtype": "float16"}
+    for d, causal, n in itertools.product([64, 128], [False, True], [2048, 8192])
+]
 
 
 def inputs(shape: dict, seed: int = 0) -> list[torch.Tensor]:
-    g, dt = torch.Generator(device="cuda").manual_seed(seed), getattr(torch, shape["dtype"])
+    g = torch.Generator(device="cuda").manual_seed(seed)
     size = (shape["b"], shape["h"], shape["n"], shape["d"])
-    return [torch.randn(*size, device="cuda", generator=g, dtype=dt) for _ in range(3)]
+    return [torch.randn(*size, device="cuda", generator=g, dtype=torch.float16) for _ in "qkv"]
 
 
 def launch(cfg: tuple, shape: dict, q, k, v):
@@ -61,61 +57,48 @@ def fits(cfg: tuple, shape: dict) -> bool:
     return af.smem_bytes(bm, bn, s, shape["d"], 2) <= af.SMEM_BUDGET
 
 
-def compile_worker(jobs: list) -> list[str | None]:
-    """Compile each (config, shape) on a small problem; the error of each that fails."""
-    out = []
-    for cfg, shape in jobs:
-        small = dict(shape, b=1, h=1, n=256)
-        try:
-            launch(cfg, small, *inputs(small))
-            torch.cuda.synchronize()
-            out.append(None)
-        except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
-            out.append(f"{type(e).__name__}: {str(e)[:200]}")
-    return out
+def compile_one(cfg: tuple, shape: dict) -> str | None:
+    """Compile a configuration on a small problem of a shape's kind; its error, if it fails."""
+    small = dict(shape, b=1, h=1, n=256)
+    try:
+        launch(cfg, small, *inputs(small))
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - recorded, the sweep goes on
+        return f"{type(e).__name__}: {str(e)[:200]}"
+    return None
 
 
 def main():
-    parser = arguments(__doc__, smoke="a small subset (a GPU smoke run)")
-    parser.add_argument("--dtype", default="float16")
-    args = parser.parse_args()
-    grid = shapes(args.dtype)[: 1 if args.smoke else None]
+    args = arguments(__doc__, smoke="a small subset (a GPU smoke run)").parse_args()
+    grid = SHAPES[: 1 if args.smoke else None]
     candidates = CANDIDATES[: 4 if args.smoke else None]
     combos = {(s["d"], s["causal"]): s for s in grid}
     jobs = [(c, s) for s in combos.values() for c in candidates if fits(c, s)]
-    chunks = [jobs[i::WORKERS] for i in range(WORKERS)]
-    with mp.get_context("spawn").Pool(WORKERS) as pool:
-        results = pool.map(compile_worker, chunks)
-    done = [
-        job + (err,)
-        for chunk, res in zip(chunks, results, strict=True)
-        for job, err in zip(chunk, res, strict=True)
-    ]
-    failed = {(cfg, s["d"], s["causal"]): err for cfg, s, err in done if err}
+    with mp.get_context("spawn").Pool(WORKERS) as pool:  # compiled first, in parallel
+        errors = pool.starmap(compile_one, jobs)
+    failed = {(c, s["d"], s["causal"]): e for (c, s), e in zip(jobs, errors, strict=True) if e}
     print(f"compiled {len(jobs)} kernels, {len(failed)} failed", flush=True)
 
     records = []
     for shape in grid:
+        first = len(records)
         q, k, v = inputs(shape)
         ref = attention_ref(q, k, v, causal=shape["causal"])
         b, h, n, d, causal = (shape[x] for x in ("b", "h", "n", "d", "causal"))
         flops = attention_flops(b, h, n, n, d, causal=causal)
-        tflops = {}  # by SDPA backend or tile configuration
         sdpa_call = functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal)
         for impl in ("sdpa_flash", "sdpa_cudnn"):
-            rec = rates({**shape, "impl": impl, "ms": time_ms(sdpa_call, impl)}, flops=flops)
-            records.append(rec)
-            tflops[impl] = rec["tflops"]
+            records.append(
+                rates({**shape, "impl": impl, "ms": time_ms(sdpa_call, impl)}, flops=flops)
+            )
         for cfg in candidates:
             if fits(cfg, shape) and (cfg, d, causal) not in failed:
                 err = (launch(cfg, shape, q, k, v).float() - ref).abs().max().item()
                 ms = time_ms(functools.partial(launch, cfg, shape, q, k, v))
                 rec = {**shape, "impl": "minimodel", "config": list(cfg), "ms": ms}
                 records.append(rates(rec, flops=flops) | {"max_err": err})
-                tflops[cfg] = rec["tflops"]
-        best = max((c for c in tflops if isinstance(c, tuple)), key=tflops.get)
-        peers = f"FA2 {tflops['sdpa_flash']:.0f}, cuDNN {tflops['sdpa_cudnn']:.0f}"
-        print(f"{shape}: best {best} {tflops[best]:.0f} TFLOP/s; {peers}", flush=True)
+        best = max(records[first:], key=lambda r: r["tflops"])  # SDPA's too
+        print(f"{shape}: best {best.get('config', best['impl'])} {best['tflops']:.0f} TFLOP/s")
     failures = [
         {"config": list(c), "d": d, "causal": causal, "error": e}
         for (c, d, causal), e in failed.items()

@@ -1353,8 +1353,8 @@ def test_host_path_parts_stated():
 
     calls, whole = int(row("(attention)")[0]), float(row("(attention)")[3])
     assert calls == 2000  # the count the page gives, at 4k keys:
-    from bench.host_profile import CALLS, SHAPES
-    assert SHAPES["decode"][4] == 4096 and CALLS == calls
+    from bench.host_profile import CALLS, SHAPE
+    assert SHAPE[4] == 4096 and CALLS == calls
     assert int(row("(launch)")[0]) == calls  # "one launch ... per call"
     assert int(row("{built-in method torch.empty}")[0]) == calls  # "one allocation per call"
     assert "native_specialize_impl" not in profile  # "not among the 30 functions ... listed"
