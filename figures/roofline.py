@@ -1,7 +1,9 @@
-"""Theory 00's and the GPU primer's tables and the naive-attention roofline, from
-minimodel.roofline and minimodel.ceilings, with the H200's measured roofs."""
+"""The theory pages' and the GPU primer's tables and rooflines of the models, from
+minimodel.roofline and minimodel.ceilings, with the H200's measured roofs: Theory 00's naive
+attention, Theory 03's window and KV-cache layouts, Theory 04's decode layouts."""
 
 import itertools
+import math
 
 from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg, share
 from minimodel import roofline as r
@@ -9,6 +11,13 @@ from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, exp_roof
 from minimodel.roofline_plot import RooflinePoint
 
 B, H, D = 1, 16, 64  # the synthetic shape of the N=64 / N=2048 anchors
+DECODE_BATCH, DECODE_CONTEXT = 64, 4096  # Theory 04's decode step
+WINDOW, WINDOW_HEADS = 4096, 16  # Theory 03's window, over heads of d = 128
+# Theory 03's 16 sequences of a serving batch, of lengths up to the 4096-token limit (an example
+# mix), for a 32-layer model with 8 kv heads of d = 128
+LENGTHS = [37, 112, 250, 401, 512, 640, 777, 1024, 1200, 1500, 1800, 2048, 2500, 3000, 3500, 4096]
+MAX_LEN, LAYERS, KV_HEADS = 4096, 32, 8
+GIB = 2**30
 GUIDE = "CUDA programming guide"
 CC90 = f"{GUIDE}, compute capability 9.0"
 
@@ -86,14 +95,80 @@ def gpu_primer_table() -> str:
 """
 
 
+def decode_layouts() -> list[tuple]:
+    """(name, heads, layers, cache bytes per token, FLOPs, bytes) of one decode step, fp16."""
+    batch, context = DECODE_BATCH, DECODE_CONTEXT
+    flops = r.attention_flops(batch, 32, 1, context, 128)
+    rows = [
+        (name, f"32 / {hkv}", 32, r.kv_cache_bytes(32, hkv, 128, 1), flops)
+        + (r.attention_min_bytes(batch, 32, hkv, 1, context, 128),)
+        for name, hkv in (("MHA", 32), ("GQA, 8 kv heads", 8), ("MQA", 1))
+    ]
+    # DeepSeek-V2's sizes: 128 heads, d_c = 512, d_R = 64, 60 layers
+    mla = [f(batch, 128, context, 512, 64) for f in (r.mla_decode_flops, r.mla_decode_bytes)]
+    mla_cache = r.mla_cache_bytes(60, 512, 64, 1)
+    return [*rows, ("MLA (DeepSeek-V2 sizes)", "128 / latent", 60, mla_cache, *mla)]
+
+
+def decode_table() -> str:
+    roof, rows = h200_measured(), []
+    for name, heads, layers, per_token, flops, nbytes in decode_layouts():
+        i = flops / nbytes
+        rate, bound = roof.attainable(i), "memory" if i < roof.ridge else "compute"
+        cache = [f"{per_token / 1024:,.1f} ({layers})"]
+        cache.append(f"{per_token * DECODE_CONTEXT * DECODE_BATCH / 2**30:,.1f}")
+        rates = [f"{rate / 1e12:,.0f}", f"{flops / rate * 1e6:,.1f}"]
+        rows.append([name, heads, *cache, f"{i:,.1f}", bound, *rates])
+    header = "layout | heads (q / kv) | cache KiB per token (layers)"
+    header += f" | cache GiB at B={DECODE_BATCH}, N={DECODE_CONTEXT} | decode I (FLOP/B)"
+    header += f" | bound (ridge {roof.ridge:.0f}) | attainable TFLOP/s | floor µs per layer"
+    return markdown_table(header, rows)
+
+
+def window_table() -> str:
+    rows, h, tiles = [], WINDOW_HEADS, {"causal": True, "block_m": 128, "block_n": 64}
+    for n in (4096, 16384, 65536):
+        flops = [r.attention_flops(1, h, n, n, 128, causal=True, window=w) for w in (None, WINDOW)]
+        nbytes = [
+            r.flash_attention_bytes(1, h, h, n, n, 128, window=w, **tiles) for w in (None, WINDOW)
+        ]
+        cells = [*(f"{f / 1e9:,.0f}" for f in flops), f"{flops[1] / flops[0]:.2f}"]
+        cells += [*(f"{b / 2**20:,.0f}" for b in nbytes), f"{nbytes[1] / nbytes[0]:.2f}"]
+        rows.append([f"{n:,}", *cells])
+    header = f"N | causal GFLOP | window W={WINDOW:,} GFLOP | FLOP ratio | causal MiB (no reuse)"
+    return markdown_table(f"{header} | window MiB (no reuse) | byte ratio", rows)
+
+
+def reservation_table() -> str:
+    used = sum(LENGTHS)
+    layouts = [("contiguous, max_seq_len 4,096", len(LENGTHS) * MAX_LEN)]
+    layouts += [(f"paged, b = {b}", sum(b * math.ceil(n / b) for n in LENGTHS)) for b in (16, 128)]
+    layouts += [("tokens actually cached", used)]
+    rows = []
+    for name, slots in layouts:
+        nbytes = r.kv_cache_bytes(LAYERS, KV_HEADS, 128, slots)
+        per_seq = nbytes / len(LENGTHS)
+        fit = f"{int(40 * GIB // per_seq):,}"
+        rows.append([name, f"{slots:,}", f"{nbytes / GIB:.2f}", f"{used / slots:.1%}", fit])
+    header = "layout | token slots reserved | GiB | slots in use | sequences of this mix in 40 GiB"
+    return markdown_table(header, rows)
+
+
 def outputs() -> dict[str, str | bytes]:
+    datasheet, measured = HARDWARE["H200"], h200_measured()
     points = [RooflinePoint(f"{label} N={n}", f / b) for label, n, f, b in naive_points()]
     title = "Naive attention vs compulsory bytes (d=64, fp16)"
-    figure = roofline_svg([HARDWARE["H200"], h200_measured()], points, title=title, head_dim=D)
+    naive = roofline_svg([datasheet, measured], points, title=title, head_dim=D)
+    points = [RooflinePoint(name, flops / nbytes) for name, *_, flops, nbytes in decode_layouts()]
+    title = f"Decode attention, one layer, B={DECODE_BATCH}, N={DECODE_CONTEXT}, fp16"
     return {
         "generated/decode-costs.md": decode_costs_table(),
         "generated/naive-roofline.md": naive_table(),
         "generated/exp-roof.md": exp_roof_table(),
         "generated/gpu-h200.md": gpu_primer_table(),
-        "figures/roofline-naive.svg": figure,
+        "figures/roofline-naive.svg": naive,
+        "generated/decode-layouts.md": decode_table(),
+        "figures/roofline-decode.svg": roofline_svg([measured, datasheet], points, title=title),
+        "generated/window-work.md": window_table(),
+        "generated/paged-reservation.md": reservation_table(),
     }
