@@ -1,11 +1,14 @@
-"""The theory pages' and the GPU primer's tables and rooflines of the models, from
+"""The theory pages' and the GPU primer's tables and figures of the models, from
 minimodel.roofline and minimodel.ceilings, with the H200's measured roofs: Theory 00's naive
-attention, Theory 03's window and KV-cache layouts, Theory 04's decode layouts."""
+attention, Theory 03's window and KV-cache layouts, Theory 04's decode layouts, the GPU primer's
+H200 in numbers and memory hierarchy."""
 
 import itertools
 import math
 
-from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg, share
+import matplotlib.pyplot as plt
+
+from figures.core import h200_exp_rate, h200_measured, markdown_table, roofline_svg, share, svg
 from minimodel import roofline as r
 from minimodel.ceilings import HARDWARE, MUFU_EXP2_PER_CLOCK, exp_roof
 from minimodel.roofline_plot import RooflinePoint
@@ -18,6 +21,9 @@ WINDOW, WINDOW_HEADS = 4096, 16  # Theory 03's window, over heads of d = 128
 LENGTHS = [37, 112, 250, 401, 512, 640, 777, 1024, 1200, 1500, 1800, 2048, 2500, 3000, 3500, 4096]
 MAX_LEN, LAYERS, KV_HEADS = 4096, 32, 8
 GIB = 2**30
+REGISTERS_PER_SM_BYTES = 65536 * 4  # 64 K 32-bit registers (CUDA programming guide, cc 9.0)
+HBM_BYTES = 141e9  # 141 GB of HBM3e (NVIDIA H200 datasheet)
+KIB, MIB = 1024, 1024**2
 GUIDE = "CUDA programming guide"
 CC90 = f"{GUIDE}, compute capability 9.0"
 
@@ -154,6 +160,44 @@ def reservation_table() -> str:
     return markdown_table(header, rows)
 
 
+def levels() -> list[tuple[str, float, str, str]]:
+    """(level, bytes on the chip, what one SM or the chip has, who uses it), nearest first."""
+    h = HARDWARE["H200"]
+    sms, smem, regs = h.sm_count, h.smem_per_sm_bytes, REGISTERS_PER_SM_BYTES
+    copy = h200_measured().bandwidth
+    hbm = f"{HBM_BYTES / 1e9:.0f} GB, {h.bandwidth / 1e12:.1f} TB/s datasheet, "
+    shared = f"up to {smem // KIB} KiB per SM × {sms} (its L1 the rest of 256 KiB)"
+    sizes = {
+        "registers": (sms * regs, f"{regs // KIB} KiB per SM × {sms}"),
+        "shared memory": (sms * smem, shared),
+        "L2 cache": (h.l2_bytes, f"{h.l2_bytes // MIB} MiB for the chip"),
+        "HBM (device memory)": (HBM_BYTES, hbm + f"{copy / 1e12:.2f} TB/s measured copy"),
+    }
+    who = [
+        "one thread's own; every block a kernel computes on (acc, m_i, l_i)",
+        "one CTA's threads; tl.dot operands, pipeline stages, TMA tiles",
+        "every SM; every load and store of device memory passes through it",
+        "every program; each tl.load / tl.store / TMA copy",
+    ]
+    return [(name, *size, text) for (name, size), text in zip(sizes.items(), who, strict=True)]
+
+
+def memory_figure() -> bytes:
+    rows = levels()
+    fig, ax = plt.subplots(figsize=(9.0, 3.6))
+    colors = ["#bc4b51", "#f4a259", "#8cb369", "#5b8e7d"]
+    for y, ((name, size, amount, who), color) in enumerate(zip(rows, colors, strict=True)):
+        ax.barh(y, size, color=color, height=0.62, alpha=0.45)
+        ax.text(1.3e5, y - 0.08, f"{name}: {amount}", va="center", fontsize=9, weight="bold")
+        ax.text(1.3e5, y + 0.2, who, va="center", fontsize=8)
+    ax.set(xscale="log", xlim=(1e5, 1e12), ylim=(len(rows) - 0.5, -0.5), yticks=[])
+    ax.set_xlabel("bytes on the whole H200 (log scale); faster and smaller toward the top")
+    title = "The H200's memory hierarchy: what each level holds, and who shares it"
+    ax.set_title(title, fontsize=10)
+    ax.spines[["top", "right", "left"]].set_visible(False)
+    return svg(fig)
+
+
 def outputs() -> dict[str, str | bytes]:
     datasheet, measured = HARDWARE["H200"], h200_measured()
     points = [RooflinePoint(f"{label} N={n}", f / b) for label, n, f, b in naive_points()]
@@ -171,4 +215,5 @@ def outputs() -> dict[str, str | bytes]:
         "figures/roofline-decode.svg": roofline_svg([measured, datasheet], points, title=title),
         "generated/window-work.md": window_table(),
         "generated/paged-reservation.md": reservation_table(),
+        "figures/memory-hierarchy.svg": memory_figure(),
     }
