@@ -175,11 +175,6 @@ def legend_below(ax, handles, below: float, **style) -> None:
     ax.legend(handles=handles, **where, **style)
 
 
-def hide_spines(ax, *sides: str) -> None:
-    for side in sides:
-        ax.spines[side].set_visible(False)
-
-
 def legend_entry(**style) -> Line2D:
     """A legend's entry: a line or marker of `style`, drawn nowhere."""
     return Line2D([], [], **style)

@@ -1,6 +1,7 @@
 """Lab 03 part 2's tables of the host path (data/host-path-h200.json), of one Triton launch's
-host cost (data/launch-costs-h200.json) and of the split decode's merge folded or launched apart
-(data/fold-merge-h200.json)."""
+host cost (data/launch-costs-h200.json), of the split decode's merge folded or launched apart
+(data/fold-merge-h200.json) and of what the paged kernels' checks cost
+(data/paged-checks-h200.json)."""
 
 from figures.core import load, markdown_table, ratio
 from figures.core import number as cell
@@ -86,6 +87,23 @@ def fold_merge() -> str:
     return markdown_table(header, rows)
 
 
+def paged_checks() -> str:
+    data, rows = load("paged-checks-h200.json"), []
+    for kind in ("decode", "prefill"):
+        for c in data[kind]:
+            keys = f"{c['context']:,} keys"
+            if kind == "prefill":
+                keys = f"{c['new_tokens']:,} new of {c['context']:,}"
+            t = {r["path"]: r for r in c["rows"]}
+            checked, fast = t["checked"]["eager_ms"], t["fast"]["eager_ms"]
+            graph, flags = t["fast"]["graph_ms"], t["fast+flags"]["graph_ms"]
+            shape = f"{kind}, B = {c['B']}, {keys}, blocks of {c['block_size']}"
+            times = (checked, fast, graph, flags, checked - fast)
+            rows.append([shape, *(cell(ms, scale=1e3) for ms in times)])
+    header = "shape | checked, eager µs | fast, eager µs | fast, graph µs | fast + flags, graph µs"
+    return markdown_table(f"{header} | the checks, µs", rows)
+
+
 def outputs() -> dict[str, str | bytes]:
     data = load("host-path-h200.json")
     refusals = []
@@ -100,4 +118,5 @@ def outputs() -> dict[str, str | bytes]:
         "generated/host-path-parts.md": parts(data),
         "generated/host-path-refusals.md": markdown_table(header, refusals),
         "generated/fold-merge.md": fold_merge(),
+        "generated/paged-checks.md": paged_checks(),
     }

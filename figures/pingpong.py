@@ -4,7 +4,7 @@ order of events in made-up units, not a measurement."""
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
-from figures.core import hide_spines, legend_below, svg, write
+from figures.core import legend_below, svg, write
 
 GEMM, SOFTMAX, RESCALE = 1.0, 1.6, 0.3
 TILES = 4  # key tiles per work item
@@ -85,5 +85,5 @@ def outputs() -> dict[str, str | bytes]:
     handles = [Patch(facecolor=COLORS[k], label=lab) for k, lab in keys.items()]
     handles.append(plt.Line2D([], [], color="black", lw=0.8, label="issue (then the turn passes)"))
     legend_below(ax, handles, 0.3, fontsize=7, ncol=5)
-    hide_spines(ax, "top", "right")
+    ax.spines[["top", "right"]].set_visible(False)
     return {"figures/hopper-pingpong-schedule.svg": svg(fig)}

@@ -1,10 +1,11 @@
 """Lab 02's figures and table of the Flash kernel's three loop runs over the grid of query tiles x
-key tiles; `tile_bounds` is `_attn_fwd`'s key-range formulas in plain Python."""
+key tiles, from minimodel.roofline.key_range (the kernels' key range in plain Python)."""
 
 import matplotlib.pyplot as plt
 from matplotlib.patches import Patch
 
 from figures.core import box, legend_below, markdown_table, svg
+from minimodel.roofline import key_range
 
 # The worked example: a ragged shape, bottom-right aligned (N_k >= N_q), tiles of the kernel's
 # d = 64 class, a window wider than a key tile and not a multiple of it.
@@ -17,23 +18,6 @@ LEGEND = {
     "diagonal": "masked: the diagonal and ragged end [full_hi, hi)",
     "skipped": "skipped: never loaded",
 }
-
-
-def tile_bounds(i0: int, nq: int, nk: int, block_m: int, block_n: int, causal: bool, window):
-    """(lo, full_lo, full_hi, hi) of the query tile whose first row is i0, as `_attn_fwd` computes
-    them (Lab 02, flash-fwd-kernel); integer division of non-negative values, as in the kernel."""
-    lo, full_lo, hi, full_hi = 0, 0, nk, nk // block_n * block_n
-    if causal:
-        shift = nk - nq  # query i stands at key position pos_i = i + shift
-        pos_first, pos_last = i0 + shift, i0 + block_m - 1 + shift
-        hi = max(min(nk, pos_last + 1), 0)
-        if window is not None:
-            lo = max(0, pos_first - window + 1) // block_n * block_n
-            full_lo = max(0, pos_last - window + 1)
-            full_lo = min((full_lo + block_n - 1) // block_n * block_n, max(hi, lo))
-        full_hi = max(min(nk, pos_first + 1), 0) // block_n * block_n
-        full_hi = min(max(full_hi, full_lo), max(hi, full_lo))
-    return lo, full_lo, full_hi, hi
 
 
 def loop_runs(bounds: tuple[int, int, int, int], block_n: int) -> dict[int, str]:
@@ -51,7 +35,7 @@ def tile_grid(nq: int, nk: int, block_m: int, block_n: int, causal: bool, window
     """[(i0, bounds, run of every key tile)] for every query tile."""
     grid = []
     for i0 in range(0, nq, block_m):
-        bounds = tile_bounds(i0, nq, nk, block_m, block_n, causal, window)
+        bounds = key_range(i0, nq, nk, window, block_m, block_n, causal=causal)[1:]
         visited = loop_runs(bounds, block_n)
         grid.append((i0, bounds, [visited.get(n0, "skipped") for n0 in range(0, nk, block_n)]))
     return grid
