@@ -1,6 +1,7 @@
 """Lab 02 part 2's tables: the drafts (data/flash-hopper-drafts-h200.json), the ablation
 (data/flash-hopper-ablation-h200.json) and Triton's warp specialisation (data/autows-probe.json);
-Lab 03 part 2's table of the measurements behind `minimodel.attention`'s kernel choice."""
+Lab 03 part 2's tables of the measurements behind `minimodel.attention`'s kernel choice (and the
+graph-timed prefill grid, data/prefill-grid-h200.json)."""
 
 import re
 
@@ -92,6 +93,18 @@ def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
             ds = " and ".join(str(d) for d in sorted({r["d"] for r in mine}))
             shapes = f"d = {ds}, fp16, N = {span([r['n'] for r in mine])}"
             rows.append((rule, shapes, "graph", file, ratios))
+    points = prefill_grid()
+    for d in sorted({p[0] for p in points}, reverse=True):
+        mine = [p for p in points if p[0] == d]
+        for rule, picked_points, picked, other in by_rule(
+            mine, lambda p: short_causal(p[1], p[0], p[2]), "hopper", "lab02"
+        ):
+            dtypes = " and ".join(sorted({p[3] for p in picked_points}))
+            shapes = f"d = {d}, {dtypes}, N = {span([p[1] for p in picked_points])}"
+            ratios = [
+                points[p][other]["graph_ms"] / points[p][picked]["graph_ms"] for p in picked_points
+            ]
+            rows.append((rule, shapes, "graph", "prefill-grid-h200.json", ratios))
     grid = fb.index(fb.load()["records"])  # the forward grid (eager do_bench), keys as fb.FIELDS
     for d in sorted({k[2] for k in grid}, reverse=True):
         keys = [k[:-1] for k in grid if k[2] == d and k[-1] == "minimodel"]
@@ -103,6 +116,32 @@ def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
             ratios = [fb.rate(grid, k, picked) / fb.rate(grid, k, other) for k in mine]
             rows.append((rule, shapes, "eager", "bench-attention-h200.json", ratios))
     return rows
+
+
+def prefill_grid() -> dict[tuple, dict[str, dict]]:
+    """bench.prefill_grid's records by point (d, N, causal, dtype), then by kernel."""
+    points = {}
+    for rec in load("prefill-grid-h200.json")["records"]:
+        points.setdefault((rec["d"], rec["n"], rec["causal"], rec["dtype"]), {})[rec["impl"]] = rec
+    return points
+
+
+def prefill_grid_table() -> str:
+    """Each kernel's rate over cuDNN's at every point of the graph-timed prefill grid, the one
+    minimodel.attention picks first."""
+    points, env = prefill_grid(), load("prefill-grid-h200.json")["environment"]
+    lengths = sorted({p[1] for p in points})
+    rows = []
+    for d, causal, dtype in sorted({(p[0], p[2], p[3]) for p in points}):
+        cells = []
+        for n in lengths:
+            recs = points[d, n, causal, dtype]
+            order = ("lab02", "hopper") if short_causal(n, d, causal) else ("hopper", "lab02")
+            cells.append(" / ".join(f"{recs[k]['vs_cudnn']:.2f}" for k in order))
+        rows.append([d, yes(causal), dtype, *cells])
+    header = ["d", "causal", "dtype", *(f"N = {n:,}" for n in lengths)]
+    caption = f"The picked kernel first; commit {env['commit']}, {env['date'][:10]}."
+    return markdown_table(header, rows, caption)
 
 
 def dispatch_table() -> str:
@@ -148,4 +187,5 @@ def outputs() -> dict[str, str | bytes]:
         "generated/hopper-ablation.md": ablation_table(),
         "generated/hopper-autows.md": autows_table(),
         "generated/attention-dispatch.md": dispatch_table(),
+        "generated/prefill-grid.md": prefill_grid_table(),
     }

@@ -34,6 +34,7 @@ BENCHES=(
   "launch_costs|90|python -m bench.launch_costs --out $dir/launch_costs.json"
   "mufu|90|python -m bench.mufu --out $dir/mufu.json"
   "paged_checks|90|python -m bench.paged_checks --smoke --out $dir/paged_checks.json"
+  "prefill_grid|120|python -m bench.prefill_grid --smoke --out $dir/prefill_grid.json"
 )
 one() {  # one NAME LIMIT COMMAND: its log, and a status line in NAME.status
   local name=$1 limit=$2 start status

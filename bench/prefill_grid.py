@@ -1,20 +1,17 @@
-"""Issue 23 study: the prefill grid of the issue's bars under CUDA-graph replay, in one run: the
-Hopper kernel (Lab 02 part 2), Lab 02's kernel and SDPA-cuDNN at d = 64 and 128, N = 512 to
+"""The prefill grid behind minimodel.attention's kernel choice, graph-timed (Lab 03 part 2, "One
+entry point"): the Hopper kernel, Lab 02's kernel and SDPA-cuDNN at d = 64 and 128, N = 512 to
 16,384 (B = 16,384 / N sequences, 2,048 / d heads: FlashAttention-2's grid), causal or not,
-float16 and bfloat16; rounds in turns (bench.core.in_turns), each shape's outputs compared with
-cuDNN's first. Prints one line per shape as it goes (ratios to cuDNN), then writes --out.
+float16 and bfloat16, rounds in turns; each shape's outputs compared with cuDNN's first.
 
-    PYTHONPATH=src:. python scratch/prefill_probe.py --out $OUT/prefill-probe-h200.json  # ~4 min
+    PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.prefill_grid \
+        --out data/prefill-grid-h200.json      # about 5 minutes on the H200
 
-What it is for: which bars of the issue hold today (d = 64, N >= 2048: >= 0.95x cuDNN; N = 512
-and 1024: >= 0.9x; d = 128, N >= 2048: >= 0.95x), and which kernel is faster per shape class,
-the measurement a dispatch rule in minimodel.attention would rest on.
+data/prefill-grid-h200.json (and its log) was written by this code at commit 954d0ca, where it
+was scratch/prefill_probe.py.
 """
 
-import argparse
 import itertools
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -55,27 +52,23 @@ def shape_records(d: int, n: int, causal: bool, dtype: str, rounds: int) -> list
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", type=Path)
-    parser.add_argument("--rounds", type=int, default=2)
-    a = parser.parse_args()
+    args = core.arguments(
+        __doc__, rounds=2, smoke="N = 512 and 2,048 at d = 128, fp16"
+    ).parse_args()
+    grid = itertools.product((64, 128), DTYPES, (False, True), LENGTHS)
+    if args.smoke:
+        grid = [(128, "float16", c, n) for c in (False, True) for n in (512, 2048)]
     t0, records = time.time(), []
-    for d, dtype, causal, n in itertools.product((64, 128), DTYPES, (False, True), LENGTHS):
-        recs = shape_records(d, n, causal, dtype, a.rounds)
+    for d, dtype, causal, n in grid:
+        recs = shape_records(d, n, causal, dtype, args.rounds)
         records += recs
         said = ", ".join(
             f"{r['impl']} {r['graph_ms'] * 1e3:.0f} us {r['vs_cudnn']:.2f}x" for r in recs
         )
         print(f"d={d} {dtype} causal={causal} N={n}: {said} ({time.time() - t0:.0f} s)", flush=True)
-        if a.out:  # written after every shape: a run cut short keeps what it measured
-            core.save(
-                a.out,
-                {
-                    "environment": core.environment(),
-                    "timing": core.GRAPH_TIMING,
-                    "records": records,
-                },
-            )
+        # written after every shape: a run cut short keeps what it measured
+        record = {"environment": core.environment(), "timing": core.GRAPH_TIMING}
+        core.save(args.out, record | {"records": records})
 
 
 if __name__ == "__main__":
