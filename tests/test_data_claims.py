@@ -1689,6 +1689,10 @@ def test_prefill_grid_stated():
     assert set(miss) == {(128, 512, True, "float16"), (128, 512, True, "bfloat16")}
     rest = min(x for p, x in short_n.items() if p not in miss)
     stated(LAB03B, f"and at {rest:.2f} or better at\n\\(N = 512\\) and 1,024 but in one class")
+    stated("index.md", f"runs at {min(long_):.2f}x cuDNN\n  or better at every \\(N \\ge 2048\\) "
+                       f"point and {rest:.2f}x or better at \\(N = 512\\) and 1,024, but\n  causal "
+                       f"at \\(d = 128\\), \\(N = 512\\): {miss[128, 512, True, 'float16']:.2f}x (fp16) and "
+                       f"{miss[128, 512, True, 'bfloat16']:.2f}x (bf16).")
     lab02 = {t: points[128, 512, True, t]["lab02"]["vs_cudnn"] for t in ("float16", "bfloat16")}
     stated(LAB03B, f"Hopper kernel reaches {miss[128, 512, True, 'float16']:.2f} (fp16) and "
                    f"{miss[128, 512, True, 'bfloat16']:.2f} (bf16) and Lab 02's "
