@@ -10,9 +10,10 @@ Shipped today (data/mqa-decode-h200.json): G_max 64 (one chunk of 32 rows), 64-k
 warps, 3 stages, the default split: 0.69x cuDNN; G_max 16: 0.79x.
 
 Run at f7debc4 (data/mqa-probe-h200.log; the JSON was lost to a save bug, mended since): cuDNN
-~44 us; the shipped configuration 63.1 us (0.70x); the fastest 55.2-55.8 us (0.79-0.80x): 128-key tiles,
-4 warps, 2 or 3 stages, G_max 32 or 64, and 16-row chunks with 64-key tiles (55.2-56.0 us): the
-best of 44 configurations cluster at 56 us whatever the tile, so the tile is not what is left.
+~44 us; the shipped configuration 63.1 us (0.70x); the fastest 55.2-55.8 us (0.79-0.80x):
+128-key tiles, 4 warps, 2 or 3 stages, G_max 32 or 64, and 16-row chunks with 64-key tiles
+(55.2-56.0 us): the best of 44 configurations cluster at 56 us whatever the tile, so the tile is
+not what is left.
 Forced splits of 2, 4, 8 and 16: 58.4 us at best. scratch/mqa_profile.py looks kernel by kernel.
 """
 

@@ -8,14 +8,17 @@ Compute sees one decode launch and one merge launch per configuration, and cuDNN
 
 Configurations (G_max, BLOCK_N, warps, stages, splits; None: the default split), from
 scratch/mqa_probe.py's run (data/mqa-probe-h200.log): the shipped one, the fastest (128-key
-tiles, 2 stages), 16-row chunks, and a forced split of 4. Not a timing: ncu serialises launches.
+tiles, 2 stages), 16-row chunks, and a forced split of 4. Not a timing: ncu serialises launches,
+and the calls are eager, so our decode kernels fold the merge (no capture: FOLD_MERGE's rule).
+Run at 1b6495c (data/ncu-mqa-h200.txt), with the call as bench.paged_decode.sdpa_fn was then;
+mended for its new form since, not re-run.
 """
 
 import torch
 
 from bench import core
 from bench.mqa_decode import BLOCK_SIZE, HKV, D
-from bench.paged_decode import Decode, sdpa_fn
+from bench.paged_decode import sdpa_fn
 from scratch.mqa_probe import HQ, B, N, variant
 
 CONFIGS = [(64, 64, 4, 3, None), (64, 128, 4, 2, None), (16, 64, 4, 2, None),
@@ -28,7 +31,12 @@ def main() -> None:
     k, v = (core.randn(B, HKV, N, D, generator=gen) for _ in "kv")
     kp, vp, table, lens = core.paged_cache(k, v, [N] * B, BLOCK_SIZE)
     fns = [variant(cfg, (q, kp, vp, table, lens)) for cfg in CONFIGS]
-    cudnn, _ = sdpa_fn("sdpa_cudnn", q[:, :, None], k, v, Decode("mqa", B, N, hq=HQ, hkv=HKV))
+    sdpa, _ = sdpa_fn(q[:, :, None], k, v)
+
+    def cudnn():
+        with core.sdpa("sdpa_cudnn"):  # the backend, as bench.core.in_turns picks it by name
+            return sdpa()
+
     fns.append(cudnn)
     for fn in fns:
         fn()

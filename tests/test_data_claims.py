@@ -1704,6 +1704,36 @@ def test_prefill_grid_stated():
                    f"{row['sdpa_cudnn']['ms'] * 1e3:.1f})")
 
 
+def test_mqa_probe_stated():
+    """Lab 03 part 2, "The decode kernel": the MQA sweep (scratch/mqa_probe.py's log, its final
+    table of medians) and cuDNN's launch shape in the Nsight Compute profile."""
+    log = (ROOT / "data" / "mqa-probe-h200.log").read_text()
+    rows = {}
+    for line in log.splitlines():
+        if line.endswith("x cuDNN"):
+            name, us = line.split()[0], float(line.split()[1])
+            rows[name] = us
+    cudnn = rows.pop("sdpa_cudnn")
+    best = min(rows.values())
+    forced = min(us for name, us in rows.items() if not name.endswith("splitsNone"))
+    stated(LAB03B, f"`data/mqa-probe-h200.log`: {len(rows)} configurations in one run")
+    stated(LAB03B, f"finds none faster than {best:.1f} µs, against cuDNN's\n{cudnn:.1f} µs in the "
+                   f"same run ({cudnn / best:.2f} of its speed)")
+    fastest = sorted(rows, key=rows.get)[:8]  # "the fastest cluster there": within 2%
+    assert all(rows[n] <= best * 1.02 for n in fastest)
+    assert any("_n128_" in n and n.startswith(("g32", "g64")) for n in fastest)
+    assert any(n.startswith("g16_") for n in fastest)
+    stated(LAB03B, f"the shipped 64-key tile takes {rows['g64_n64_w4_s3_splitsNone']:.1f} µs")
+    stated(LAB03B, f"no forced split count does better than {forced:.1f} µs")
+    ncu = (ROOT / "data" / "ncu-mqa-h200.txt").read_text()
+    head = next(ln for ln in ncu.splitlines() if ln.startswith("  cudnn_generated"))
+    grid = tuple(int(x) for x in head.split(" (", 1)[1].split(")")[0].split(", "))
+    assert grid == (1, 2, 64) and "16x128x128" in head  # 2 x 64 programs, 16-row tiles
+    assert "_merge" not in ncu  # no merge launch of cuDNN's (nor ours: eager calls fold)
+    stated(LAB03B, f"{grid[0] * grid[1] * grid[2]} programs, two per\nsequence of 16 query heads "
+                   "each, every program over all 4,096 keys")
+
+
 def test_launch_costs_stated():
     """Lab 03 part 2: most of a Triton launch's host time is the JIT's Python; launch saves a
     third of it, and its key by classes costs less than Triton's per-argument function and is
