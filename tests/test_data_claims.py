@@ -1691,8 +1691,8 @@ def test_prefill_grid_stated():
     stated(LAB03B, f"and at {rest:.2f} or better at\n\\(N = 512\\) and 1,024 but in one class")
     stated("index.md", f"runs at {min(long_):.2f}x cuDNN\n  or better at every \\(N \\ge 2048\\) "
                        f"point and {rest:.2f}x or better at \\(N = 512\\) and 1,024, but\n  causal "
-                       f"at \\(d = 128\\), \\(N = 512\\): {miss[128, 512, True, 'float16']:.2f}x (fp16) and "
-                       f"{miss[128, 512, True, 'bfloat16']:.2f}x (bf16).")
+                       f"at \\(d = 128\\), \\(N = 512\\): {miss[128, 512, True, 'float16']:.2f}x "
+                       f"(fp16) and {miss[128, 512, True, 'bfloat16']:.2f}x (bf16).")
     lab02 = {t: points[128, 512, True, t]["lab02"]["vs_cudnn"] for t in ("float16", "bfloat16")}
     stated(LAB03B, f"Hopper kernel reaches {miss[128, 512, True, 'float16']:.2f} (fp16) and "
                    f"{miss[128, 512, True, 'bfloat16']:.2f} (bf16) and Lab 02's "
@@ -1732,6 +1732,49 @@ def test_mqa_probe_stated():
     assert "_merge" not in ncu  # no merge launch of cuDNN's (nor ours: eager calls fold)
     stated(LAB03B, f"{grid[0] * grid[1] * grid[2]} programs, two per\nsequence of 16 query heads "
                    "each, every program over all 4,096 keys")
+
+
+def test_fp8_profile_and_probe_stated():
+    """Lab 03 part 2, the 8-bit cache: Nsight Compute on the shipped kernels (16-bit, 8-bit, in
+    the order scratch/fp8_probe.py --once ran them) and the probe of the loop's variants."""
+    text = (ROOT / "data" / "ncu-fp8-probe-h200.txt").read_text()
+    kernels = text.split("  _paged_decode_fwd (")[1:]
+    assert len(kernels) == 3  # fp16, fp8, fp8_blockmask, as the run's first lines name them
+    assert text.splitlines()[:6].count("fp16") + text.splitlines()[:6].count("fp8") == 2
+
+    def metric(block: str, name: str) -> float:
+        line = next(ln for ln in block.splitlines() if ln.strip().startswith(name))
+        return float(line.split()[-1])
+
+    def stall(block: str) -> float:
+        return float(block.split("spends ", 1)[1].split(" cycles")[0])
+
+    fp16, fp8 = kernels[0], kernels[1]
+    both = (("16", fp16), ("8", fp8))
+    regs = {k: int(metric(b, "Registers Per Thread")) for k, b in both}
+    occ = {k: metric(b, "Achieved Occupancy") for k, b in both}
+    issue = {k: metric(b, "Issued Warp Per Scheduler") for k, b in both}
+    wait = {k: metric(b, "Warp Cycles Per Issued Instruction") for k, b in both}
+    assert "fixed latency execution" in fp8 and "L1TEX" in fp16
+    stated(LAB03B, f"the 8-bit kernel still holds {regs['8']}\nregisters a thread, so two programs "
+                   f"an SM ({occ['8']:.0f}% achieved occupancy, against the 16-bit kernel's\n"
+                   f"{occ['16']:.0f}% at {regs['16']} registers), and issues {issue['8']:.2f} "
+                   f"instructions a cycle per scheduler, the 16-bit kernel's\nrate "
+                   f"({issue['16']:.2f}), on half the bytes")
+    stated(LAB03B, f"waits {wait['8']:.1f} cycles between instructions,\n{stall(fp8):.1f} of them "
+                   f"on the result of an arithmetic instruction; the 16-bit kernel's warps wait "
+                   f"{wait['16']:.1f}, the\nlargest share ({stall(fp16):.1f}) on memory")
+    recs = {r["impl"]: r for f in ("fp8-probe-h200.json", "fp8-probe2-h200.json")
+            for r in json.loads((ROOT / "data" / f).read_text())["records"]}
+    probe2 = {r["impl"]: r["graph_ms"] * 1e3
+              for r in json.loads((ROOT / "data" / "fp8-probe2-h200.json").read_text())["records"]}
+    eight = {k: r["graph_ms"] * 1e3 for k, r in recs.items() if k.startswith("fp8")}
+    best = min(eight, key=eight.get)
+    assert best == "fp8_headmajor_blockmask" and best in probe2
+    stated(LAB03B, f"brought the step from {probe2['fp8']:.1f} µs to {eight[best]:.1f} µs at best")
+    stated(LAB03B, f"slower than the 16-bit step's {probe2['fp16']:.1f} µs in the same run")
+    stated(LAB03B, f"found {1 - eight[best] / probe2['fp8']:.0%} at best")
+    assert all(r.get("warning") is None for r in recs.values())  # each output checked
 
 
 def test_launch_costs_stated():
