@@ -112,6 +112,25 @@ LOADS_FIRST = [
     ("            v_sc = tl.load(vs_head + phys * stride_vsblk + slot * stride_vsslot, "
      "mask=visible,\n                           other=0.0)\n", ""),
 ]
+# each block's K and V row offsets (int64) computed once per block and given to its keys, a
+# key adding only its slot's int32 offset: one 64-bit multiply per block, not per key. Compiled
+# at 49be17b: far worse, not a candidate: 255 registers and ~1.3 KB spilled, the K/V loads no
+# longer pipelined (21.5 KB of shared memory against 42 KB), 5,445 loop instructions a tile
+# against 1,721 (fp16 likewise: 2,080 against 630): the reshaped int64 offsets defeat the
+# pipeliner, as the row address must come from a layout the async copies can use
+BLKADDR = [
+    ("                phys = tl.reshape(per_key, [BLOCK_N]).to(tl.int64)\n",
+     "                phys = tl.reshape(per_key, [BLOCK_N]).to(tl.int64)\n"
+     "                e64 = entry.to(tl.int64)\n"
+     "                kb = tl.reshape(tl.broadcast_to((e64 * stride_kblk)[:, None],\n"
+     "                     [BLOCK_N // BLOCK_SIZE, BLOCK_SIZE]), [BLOCK_N])\n"
+     "                vb = tl.reshape(tl.broadcast_to((e64 * stride_vblk)[:, None],\n"
+     "                     [BLOCK_N // BLOCK_SIZE, BLOCK_SIZE]), [BLOCK_N])\n"),
+    ("            k_rows = phys * stride_kblk + slot * stride_kslot\n"
+     "            v_rows = phys * stride_vblk + slot * stride_vslot\n",
+     "            k_rows = kb + (j % BLOCK_SIZE) * stride_kslot\n"
+     "            v_rows = vb + (j % BLOCK_SIZE) * stride_vslot\n"),
+]
 PATCHED = {  # name: (variant it patches, source replacements)
     "fp8_prefetch": ("fp8", PREFETCH),
     "fp8_vT_blockmask_prefetch": ("fp8_vT", BLOCK_MASK + PREFETCH),
@@ -138,6 +157,9 @@ PATCHED = {  # name: (variant it patches, source replacements)
     "fp8_loadsfirst_blockmask": ("fp8", LOADS_FIRST + BLOCK_MASK),
     "fp16_loadsfirst": ("fp16", LOADS_FIRST),
     "fp8_hints": ("fp8", HINTS),
+    "fp8_blkaddr": ("fp8", BLKADDR),
+    "fp8_blkaddr_blockmask": ("fp8", BLKADDR + BLOCK_MASK),
+    "fp16_blkaddr": ("fp16", BLKADDR),
     "fp8_vT_hints": ("fp8_vT", HINTS),
     "fp16_vT_hints": ("fp16_vT", HINTS),
 }
