@@ -444,7 +444,8 @@ def test_decode_fast_path_skips_an_entry_outside_the_pool_and_flags_it(entry, nu
 
 @pytest.mark.parametrize("num_splits", [None, 1, 4])
 def test_decode_fast_path_keeps_a_context_over_capacity_in_its_row(num_splits):
-    # The case: 4 blocks of 16 per row, context_lens [100, 64], max_context_len=64.
+    # The case that exposed it: 4 blocks of 16 per row, context_lens [100, 64],
+    # max_context_len=64.
     # Past each row the fenced table holds a NaN block; the length is cut to the row, flagged.
     cache = make_cache([64, 64], 2, 32, 16, extra_columns=0)
     k, v, k_pool, v_pool, table, _ = cache

@@ -69,7 +69,7 @@ def test_split_fills_the_gpu_without_short_splits(batch, hkv, context, chunks):
     assert splits == 1 or tiles // splits >= pa.MIN_TILES_PER_SPLIT
 
 
-def test_the_issue_shapes_split_as_intended():
+def test_the_extreme_shapes_split_as_intended():
     # B=1 at 128k splits into hundreds of programs; B=256 at 512 does not split at all
     target = pa.PROGRAMS_PER_SM * H200_SMS
     assert pa.choose_num_splits(1, 8, 131072, 64, H200_SMS) * 8 >= target
@@ -475,8 +475,8 @@ def test_cpu_tensors_need_the_interpreter(monkeypatch):
 
 @pytest.mark.gpu
 def test_gpu_decode_past_2_31_elements():
-    # The issue's shape: k (1, 32, 589824, 128) fp16, 2.4e9 elements: off_hkv * stride_kh passes
-    # 2^31 from kv head 29 on (an illegal memory access when it was int32).
+    # The shape that exposed it: k (1, 32, 589824, 128) fp16, 2.4e9 elements: off_hkv *
+    # stride_kh passes 2^31 from kv head 29 on (an illegal memory access when it was int32).
     gen = torch.Generator("cuda").manual_seed(0)
     n, d = 589824, 128
     q = torch.randn(1, 32, 1, d, generator=gen, device="cuda", dtype=torch.float16) * 4

@@ -594,7 +594,7 @@ def test_a_compiled_decode_step_through_the_fp8_cache():
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-check-gpu>>[init]
 GPU_FP8 = [  # (lengths, Hq, Hkv, d, block_size, window)
     ([1, 4097, 33000, 8191], 32, 8, 128, 16, None),
-    ([4096] * 64, 32, 8, 128, 16, None),  # the issue's shape
+    ([4096] * 64, 32, 8, 128, 16, None),  # the bars' shape (The measurement)
     ([777, 20000], 16, 1, 64, 128, 4096),
     ([5000, 3, 12345], 8, 8, 256, 32, 1000),
 ]
