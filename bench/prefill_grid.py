@@ -7,7 +7,8 @@ float16 and bfloat16, rounds in turns; each shape's outputs compared with cuDNN'
         --out data/prefill-grid-h200.json      # about 5 minutes on the H200
 
 data/prefill-grid-h200.json (and its log) was written by this code at commit 954d0ca, where it
-was scratch/prefill_probe.py.
+was scratch/prefill_probe.py and drew q, k and v with torch.randn in their dtype; they come from
+bench.core.qkv since (float32 draws rounded to the dtype): other inputs of the same shapes.
 """
 
 import itertools
@@ -27,10 +28,7 @@ DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
 
 def shape_records(d: int, n: int, causal: bool, dtype: str, rounds: int) -> list[dict]:
     b, h = 16384 // n, 2048 // d
-    gen = torch.Generator(device="cuda").manual_seed(n + d + causal)
-    q, k, v = (
-        torch.randn(b, h, n, d, generator=gen, device="cuda", dtype=DTYPES[dtype]) for _ in "qkv"
-    )
+    q, k, v = core.qkv(b, h, h, n, d, nq=n, dtype=DTYPES[dtype], seed=n + d + causal)
     fns = {
         "hopper": lambda: flash_attention_hopper(q, k, v, causal=causal),
         "lab02": lambda: flash_attention(q, k, v, causal=causal),

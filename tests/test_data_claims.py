@@ -2120,7 +2120,8 @@ def test_whole_suite_gpu_log_stated():
     smoke = (ROOT / "data" / "gpu-smoke-h200.log").read_text()
     assert "tree e1de77f" in smoke.splitlines()[0] and "tests/test_timing.py" in smoke
     stated("index.md", "each benchmark ran a smoke subset on the H200 and the timing module's GPU "
-                       "tests ran again (`data/gpu-smoke-h200.log`), not the whole suite")
+                       "tests ran again (`data/gpu-smoke-h200.log`), not the whole suite, so "
+                       "for `minimodel.timing` this log is stale")
     stated("index.md", f"the commit it ran on ({commit}), and its last line the counts: "
                        f"{counts['passed']} passed, {counts['skipped']} skipped, none failed")
     stated("lab/02-flash-triton.md", "and other CPU-only tests; nothing failed there")
