@@ -34,7 +34,7 @@ def variants(case: Decode, orders: tuple[str, ...], splits: list[int]) -> list[t
         for s in splits:
             name = f"{case.group}{case.ctx}_{order}_splits{s}"
 
-            def fn(a=(q2, kp, vp, table, lens_t), s=s, m=max(lens2)):
+            def fn(a=(q2, kp, vp, table, lens_t), s=s, m=max(lens2)):  # noqa: B008
                 return pa.paged_decode(*a, max_context_len=m, num_splits=s)
 
             out.append((name, fn, refs, kv_bytes(case, lens2), order, s, case))
@@ -59,6 +59,9 @@ def main() -> None:
     copy = core.copy_rate()
     core.in_turns(recs, fns, a.rounds, must_capture=True)
     for name, rec in recs.items():
+        if "graph_ms" not in rec:
+            print("no graph time:", rec)
+            continue
         core.rates(rec, nb[name])["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
         print(f"{name:28s} {rec['graph_ms'] * 1e3:7.1f} us  {rec['of_copy']:.3f} of copy")
     if a.out:
