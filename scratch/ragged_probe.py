@@ -5,6 +5,10 @@ shortest first, at forced split counts; uniform 4k at 1 and 2 splits beside. CUD
 replays in turns, every output checked first; rates against the copy rate.
 
     PYTHONPATH=src:. python scratch/ragged_probe.py --out $OUT/ragged-probe-h200.json
+
+Run at f04159c (before the kernel started programs longest first; data/ragged-probe-h200.log, the
+round lines as printed: the run ended on a KeyError before its table and JSON, mended since).
+Since the kernel sorts (LONGEST_FIRST), the three orders of a split call run alike.
 """
 
 import argparse
@@ -62,7 +66,8 @@ def main() -> None:
         if "graph_ms" not in rec:
             print("no graph time:", rec)
             continue
-        core.rates(rec, nb[name])["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
+        core.rates(rec, nb[name])
+        rec["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
         print(f"{name:28s} {rec['graph_ms'] * 1e3:7.1f} us  {rec['of_copy']:.3f} of copy")
     if a.out:
         a.out.write_text(json.dumps({"environment": core.environment(), "copy_bytes_per_s": copy,

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import triton
+import triton.language as tl
 from test_attention_flash import make_qkv
 from test_paged_attention import (
     BAD_ENTRY,
@@ -82,6 +83,27 @@ def test_the_cpu_tests_split_by_default():
     if pa.INTERPRET:
         assert kernels.num_sms(torch.device("cpu")) == 4
     assert pa.choose_num_splits(5, 2, 130, 16, 4) > 1  # test_decode_windows' batch
+
+
+@pytest.mark.parametrize("lens", [
+    [5, 9, 9, 1, 40, 0, 9],  # ties keep their batch order
+    [-3, 2**31 - 1, 7, -2**31, 100, 100],  # bad lengths are ordered too (the kernel cuts them)
+    [3] * 16,  # a full sort tile, all equal
+    list(range(40)),  # shortest first as given: the order reversed
+])
+def test_split_programs_start_longest_sequence_first(lens):
+    # _longest_first maps program rank r to the r-th longest sequence, ties by batch index, a
+    # permutation of the batch; lengths read through a stride (every other int32 here).
+    @triton.jit
+    def by_rank(lens_ptr, out_ptr, batch, BLOCK_B: tl.constexpr):
+        r = tl.program_id(0)
+        tl.store(out_ptr + r, pa._longest_first(lens_ptr, 2, r, batch, BLOCK_B))
+
+    b = len(lens)
+    strided = torch.tensor([x for n in lens for x in (n, -7)], dtype=torch.int32, device=DEVICE)
+    out = torch.full((b,), -1, dtype=torch.int64, device=DEVICE)
+    by_rank[(b,)](strided, out, b, BLOCK_B=max(16, triton.next_power_of_2(b)))
+    assert out.tolist() == sorted(range(b), key=lambda i: (-lens[i], i))
 
 
 @pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])

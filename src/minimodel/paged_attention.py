@@ -60,6 +60,21 @@ def _scaled_pv(acc, p, v, v_scale, DOT_PRECISION: tl.constexpr):
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-longest-first>>[init]
+@triton.jit
+def _longest_first(lens_ptr, stride_len, rank, batch, BLOCK_B: tl.constexpr):
+    """The index of the sequence that is rank-th by context length, longest first, ties by
+    batch index: the sort key is the length (as read: a bad one is ordered too, and cut by the
+    kernel later) then the index reversed, and the padding past the batch sorts last."""
+    ib = tl.arange(0, BLOCK_B)
+    n = tl.load(lens_ptr + ib.to(tl.int64) * stride_len, mask=ib < batch, other=0)
+    key = (n.to(tl.int64) + 2**31) * BLOCK_B + (BLOCK_B - 1 - ib)  # >= 0 for any int32 length
+    key = tl.sort(tl.where(ib < batch, key, -1), descending=True)
+    mine = tl.max(tl.where(ib == rank, key, -1), 0)  # rank < batch: a real sequence's key
+    return BLOCK_B - 1 - mine % BLOCK_B
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-decode-kernel>>[init]
 @triton.jit(do_not_specialize=["n_k", "window", "split_len", "n_kv_heads", "group", "num_blocks",
                                "capacity"])
@@ -79,6 +94,7 @@ def _paged_decode_fwd(
     BLOCK_SIZE: tl.constexpr, PAGED: tl.constexpr, WINDOWED: tl.constexpr,
     HAS_ERR: tl.constexpr, DOT_PRECISION: tl.constexpr, FP8: tl.constexpr,
     FOLD: tl.constexpr, BLOCK_S: tl.constexpr, STORE_LSE: tl.constexpr, LSE: tl.constexpr,
+    LONGEST_FIRST: tl.constexpr,
 ):
     # A group of more than BLOCK_G query heads is cut into chunks of BLOCK_G, one program each.
     # The chunks of one (sequence, kv head) are neighbours on the first axis, so they are
@@ -88,6 +104,9 @@ def _paged_decode_fwd(
     chunk = tl.program_id(0) % chunks
     split = tl.program_id(1)
     off_b = off_bh // n_kv_heads
+    if LONGEST_FIRST > 0:  # programs start longest sequence first (see "How many splits")
+        off_b = _longest_first(lens_ptr, stride_len, off_b,
+                               tl.num_programs(0) // (n_kv_heads * chunks), LONGEST_FIRST)
     # Every index that multiplies a stride is int64: a cache past 2^31 elements is addressed
     # exactly (off_hkv * stride_kh alone passes 2^31 at 32 heads of 589,824 keys of 128).
     off_hkv = (off_bh % n_kv_heads).to(tl.int64)
@@ -579,6 +598,7 @@ def prefill_config(head_dim: int, elem_bytes: int) -> PrefillConfig:
 PROGRAMS_PER_SM = 4  # aim for this many decode programs per SM (latency hiding, even waves)
 MIN_TILES_PER_SPLIT = 4  # a split shorter than this costs more to merge than it gains
 MAX_SPLITS = 256
+LONGEST_FIRST_MAX_BATCH = 512  # a split call of up to this many sequences starts the longest first
 # G_max, the most query heads of a group that one decode program holds. A group of g heads is cut
 # into ceil(g / G_max) chunks of BLOCK_G = min(max(16, 2^ceil(log2 g)), G_max) rows, one program
 # each, so that a tile and its G_max x d float32 accumulator stay within one program's registers.
@@ -1084,6 +1104,7 @@ def _settings() -> tuple:
     of its key, so that a change takes effect at the next call."""
     return (decode_config, DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS, FOLD_MERGE,
             FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS, MERGE_BLOCK_S,
+            LONGEST_FIRST_MAX_BATCH,
             num_sms, INTERPRET)
 
 
@@ -1139,6 +1160,10 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
     sq = q.stride()
     group = hq // n_kv_heads
+    # a split call through a table starts its programs longest sequence first (a power of two
+    # of at least 16 entries to sort, so that few batch sizes compile a kernel of their own)
+    longest_first = (max(16, next_power_of_2(b))
+                     if paged and num_splits > 1 and 1 < b <= LONGEST_FIRST_MAX_BATCH else 0)
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
     # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
     launches = [(
@@ -1154,7 +1179,7 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
              HAS_ERR=error_flags is not None,
              DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
              FP8=scales is not None, FOLD=fold, BLOCK_S=MERGE_BLOCK_S,
-             STORE_LSE=with_lse or num_splits > 1, LSE=with_lse,
+             STORE_LSE=with_lse or num_splits > 1, LSE=with_lse, LONGEST_FIRST=longest_first,
              num_warps=cfg.num_warps, num_stages=cfg.num_stages))]
     if num_splits > 1 and not fold:
         launches.append((
