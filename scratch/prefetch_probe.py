@@ -14,7 +14,6 @@ import importlib
 import sys
 from pathlib import Path
 
-import torch
 
 from bench import core
 from bench.paged_decode import Decode, inputs, kv_bytes, sdpa_fn
@@ -61,7 +60,7 @@ def main() -> None:
         nb = kv_bytes(case, lens)
         name = f"{case.group}{case.b}_{case.ctx}_hkv{case.hkv}"
         for tag, mod in (("shipped", pa), ("prefetch", pf)):
-            def fn(m=mod, a=(q, kp, vp, table, lens_t), n=max(lens)):
+            def fn(m=mod, a=(q, kp, vp, table, lens_t), n=max(lens)):  # noqa: B008
                 return m.paged_decode(*a, max_context_len=n)
             err = core.max_error(fn(), refs)
             assert err < 1e-2, (name, tag, err)
