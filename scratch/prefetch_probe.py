@@ -14,7 +14,6 @@ import importlib
 import sys
 from pathlib import Path
 
-
 from bench import core
 from bench.paged_decode import Decode, inputs, kv_bytes, sdpa_fn
 from minimodel import paged_attention as pa
