@@ -29,12 +29,15 @@ NEW = """                entry = entry_next
 LOOP = """    for start_n in tl.range(start, end, BLOCK_N):
         j = start_n + offs_n  # key positions of this tile
 """
-PRE = """    if PAGED:
+PRE = (
+    """    if PAGED:
         if BLOCK_SIZE < BLOCK_N:
             blk0 = start // BLOCK_SIZE + tl.arange(0, BLOCK_N // BLOCK_SIZE)
             entry_next = tl.load(table_ptr + b64 * stride_tb + blk0 * stride_tc,
                                  mask=blk0 * BLOCK_SIZE < end, other=0)
-""" + LOOP
+"""
+    + LOOP
+)
 
 
 def variant():
@@ -48,8 +51,12 @@ def variant():
 
 def main() -> None:
     pf = variant()
-    cases = [Decode("heads", 64, 4096, hkv=1), Decode("b64", 64, 4096),
-             Decode("mixed", 64, 8192), Decode("b1", 1, 32768)]
+    cases = [
+        Decode("heads", 64, 4096, hkv=1),
+        Decode("b64", 64, 4096),
+        Decode("mixed", 64, 8192),
+        Decode("b1", 1, 32768),
+    ]
     fns, recs, impls = {}, {}, {}
     copy = core.copy_rate()
     for case in cases:
@@ -59,8 +66,10 @@ def main() -> None:
         nb = kv_bytes(case, lens)
         name = f"{case.group}{case.b}_{case.ctx}_hkv{case.hkv}"
         for tag, mod in (("shipped", pa), ("prefetch", pf)):
+
             def fn(m=mod, a=(q, kp, vp, table, lens_t), n=max(lens)):  # noqa: B008
                 return m.paged_decode(*a, max_context_len=n)
+
             err = core.max_error(fn(), refs)
             assert err < 1e-2, (name, tag, err)
             fns[f"{name}_{tag}"] = fn

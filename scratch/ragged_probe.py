@@ -58,8 +58,15 @@ def main() -> None:
         err = core.max_error(fn(), refs)
         assert err < 1e-2, (name, err)
         fns[name], nb[name] = fn, nbytes
-        recs[name] = {"impl": name, "order": order, "splits": s, "ctx": case.ctx,
-                      "group": case.group, "max_err": err, "kv_bytes": nbytes}
+        recs[name] = {
+            "impl": name,
+            "order": order,
+            "splits": s,
+            "ctx": case.ctx,
+            "group": case.group,
+            "max_err": err,
+            "kv_bytes": nbytes,
+        }
     copy = core.copy_rate()
     core.in_turns(recs, fns, a.rounds, must_capture=True)
     for name, rec in recs.items():
@@ -70,8 +77,16 @@ def main() -> None:
         rec["of_copy"] = rec["graph_gb_per_s"] * 1e9 / copy
         print(f"{name:28s} {rec['graph_ms'] * 1e3:7.1f} us  {rec['of_copy']:.3f} of copy")
     if a.out:
-        a.out.write_text(json.dumps({"environment": core.environment(), "copy_bytes_per_s": copy,
-                                     "records": list(recs.values())}, indent=1))
+        a.out.write_text(
+            json.dumps(
+                {
+                    "environment": core.environment(),
+                    "copy_bytes_per_s": copy,
+                    "records": list(recs.values()),
+                },
+                indent=1,
+            )
+        )
 
 
 if __name__ == "__main__":
