@@ -106,6 +106,25 @@ def test_split_programs_start_longest_sequence_first(lens):
     assert out.tolist() == sorted(range(b), key=lambda i: (-lens[i], i))
 
 
+def test_a_ragged_split_batch_in_longest_first_order_is_each_sequences_own():
+    # A batch large enough to start longest first (LONGEST_FIRST_BATCH), split, on the fast
+    # path: every sequence its own answer, and a bad length flags its own sequence only (its
+    # row's entries past the context, -1 here, may add the entry bit).
+    lens = [(7 * i) % 41 for i in range(pa.LONGEST_FIRST_BATCH[0])]
+    cache = make_cache(lens, 1, 16, 8)
+    q = make_q(len(lens), 2, 16)
+    check_decode(q, cache, lens, max_context_len=max(lens), num_splits=3)
+    k, v, k_pool, v_pool, table, lens_t = cache
+    bad = lens_t.clone()
+    bad[5] = table.shape[1] * 8 + 1
+    flags = torch.zeros(len(lens), dtype=torch.int32, device=DEVICE)
+    out = paged_decode(q, k_pool, v_pool, table, bad, max_context_len=max(lens), num_splits=3,
+                       error_flags=flags)
+    assert flags[5] & BAD_LENGTH and not torch.cat([flags[:5], flags[6:]]).any()
+    good = paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=max(lens), num_splits=3)
+    assert torch.equal(torch.cat([out[:5], out[6:]]), torch.cat([good[:5], good[6:]]))
+
+
 @pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])
 @pytest.mark.parametrize("elem", [2, 4])
 def test_decode_tiles_are_16_kib_powers_of_two(monkeypatch, head_dim, elem):

@@ -598,7 +598,7 @@ def prefill_config(head_dim: int, elem_bytes: int) -> PrefillConfig:
 PROGRAMS_PER_SM = 4  # aim for this many decode programs per SM (latency hiding, even waves)
 MIN_TILES_PER_SPLIT = 4  # a split shorter than this costs more to merge than it gains
 MAX_SPLITS = 256
-LONGEST_FIRST_MAX_BATCH = 512  # a split call of up to this many sequences starts the longest first
+LONGEST_FIRST_BATCH = (64, 512)  # split calls of this many sequences start the longest first
 # G_max, the most query heads of a group that one decode program holds. A group of g heads is cut
 # into ceil(g / G_max) chunks of BLOCK_G = min(max(16, 2^ceil(log2 g)), G_max) rows, one program
 # each, so that a tile and its G_max x d float32 accumulator stay within one program's registers.
@@ -1104,8 +1104,7 @@ def _settings() -> tuple:
     of its key, so that a change takes effect at the next call."""
     return (decode_config, DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS, FOLD_MERGE,
             FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS, MERGE_BLOCK_S,
-            LONGEST_FIRST_MAX_BATCH,
-            num_sms, INTERPRET)
+            LONGEST_FIRST_BATCH, num_sms, INTERPRET)
 
 
 def _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len, num_splits,
@@ -1160,10 +1159,10 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
         tables, num_blocks, capacity = (0, 0, 0), 0, 0
     sq = q.stride()
     group = hq // n_kv_heads
-    # a split call through a table starts its programs longest sequence first (a power of two
-    # of at least 16 entries to sort, so that few batch sizes compile a kernel of their own)
-    longest_first = (max(16, next_power_of_2(b))
-                     if paged and num_splits > 1 and 1 < b <= LONGEST_FIRST_MAX_BATCH else 0)
+    # a split call of 64 to 512 sequences through a table starts its programs longest sequence
+    # first, sorting a power of two of entries (few batch sizes compile a kernel of their own)
+    longest_first = (next_power_of_2(b) if paged and num_splits > 1
+                     and LONGEST_FIRST_BATCH[0] <= b <= LONGEST_FIRST_BATCH[1] else 0)
     # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
     # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
     launches = [(
