@@ -2133,6 +2133,13 @@ def test_whole_suite_gpu_log_stated():
     stated(LAB02B, f"in the whole suite at commit {commit} (`data/gpu-tests-h200.log`), with the "
                    "wrapper's plans")
     stated(LAB03B, f"The whole suite ran on the H200 at commit {commit}")
+    # the paged tests' partial run on the longest-first order, after the whole suite
+    cut = (ROOT / "data" / "gpu-tests-paged-e6e892e-h200.log").read_text().splitlines()
+    assert "commit e6e892e" in cut[0] and cut[-1].count(".") == 49 and "F" not in cut[-1]
+    stated("index.md", "its GPU tests only in part (cut at 120 s with 49 passed, none failed, "
+                       "`data/gpu-tests-paged-e6e892e-h200.log`)")
+    stated(LAB03B, "were cut at 120 s with 49 passed and none failed "
+                   "(`data/gpu-tests-paged-e6e892e-h200.log`)")
     # every skip is of the CPU path or of entangled (the index: "The skips are ...")
     skips = [ln for ln in log.splitlines() if ln.startswith("SKIPPED")]
     assert skips and all(any(w in ln for w in ("entangled", "interpreter", "CPU", "has a GPU",
