@@ -2265,7 +2265,8 @@ def test_longest_first_and_prefetch_probes_stated():
     stated(LAB03B, f"took {t['b6464_4096_wNone_shipped']:.1f} µs with the sort and "
                    f"{t['b6464_4096_wNone_nosort']:.1f} without, while the \\(B = 16\\) rows "
                    f"of the benchmark (uniform, five splits) took {min(b16):.0%} to "
-                   f"{max(b16):.0%} longer with it ({t['window16_32768_w4096_shipped']:.1f} against "
+                   f"{max(b16):.0%} longer with it "
+                   f"({t['window16_32768_w4096_shipped']:.1f} against "
                    f"{t['window16_32768_w4096_nosort']:.1f} µs with a window of 4,096 at 32k; "
                    f"{t['window16_32768_wNone_shipped']:.1f} against "
                    f"{t['window16_32768_wNone_nosort']:.1f} µs without)")
@@ -2273,7 +2274,8 @@ def test_longest_first_and_prefetch_probes_stated():
     f = {k: x[0] for k, x in probe_times("prefetch-probe-h200.log").items()}
     stated(LAB03B, f"took {f['b11_32768_hkv8_prefetch']:.1f} µs against "
                    f"{f['b11_32768_hkv8_shipped']:.1f} at \\(B = 1\\), 32k, and "
-                   f"{f['b6464_4096_hkv8_prefetch']:.1f} against {f['b6464_4096_hkv8_shipped']:.1f} "
+                   f"{f['b6464_4096_hkv8_prefetch']:.1f} against "
+                   f"{f['b6464_4096_hkv8_shipped']:.1f} "
                    f"at \\(B = 64\\), 4k; only MQA gained ({f['heads64_4096_hkv1_prefetch']:.1f} "
                    f"against {f['heads64_4096_hkv1_shipped']:.1f} µs)")
 
