@@ -2271,6 +2271,23 @@ def test_longest_first_and_prefetch_probes_stated():
                    f"{t['window16_32768_wNone_shipped']:.1f} against "
                    f"{t['window16_32768_wNone_nosort']:.1f} µs without)")
     assert pa.LONGEST_FIRST_BATCH[0] > 16
+    # the compile that explains them (scratch/sort_sass.py's output): registers, programs per
+    # SM, and the waves of the two calls' grids
+    lines = (ROOT / "scratch" / "sort_sass.txt").read_text().splitlines()
+    regs = {(int(m[0]), int(m[1]), m[2]): (int(m[3]), int(m[4])) for m in (re.match(
+        r"B=(\d+) n=\d+ grid=.* LONGEST_FIRST=(\d+)(| int32 keys): (\d+) registers, .* -> "
+        r"(\d+) programs/SM", ln).groups() for ln in lines if ln.startswith("B="))}
+    r0, r16, r64 = (regs[16, w, ""] for w in (0, 16, 64))
+    assert regs[64, 0, ""] == r0 and regs[64, 64, ""] == r64
+    stated(LAB03B, f"the kernel takes {r0[0]} registers a thread without the sort, {r16[0]} with "
+                   f"a sort of 16 entries and {r64[0]} with one of 64, so an SM holds {r0[1]}, "
+                   f"{r16[1]} or {r64[1]} of its programs")
+    b16, b64 = 16 * 8 * 5, 64 * 8 * 2  # the calls' grids: (B Hkv, splits)
+    assert r0[1] * 132 >= b16 > max(r16[1], r64[1]) * 132
+    stated(LAB03B, f"The \\(B = 16\\) call's {b16} programs fit in one wave of {r0[1]} per SM "
+                   f"({r0[1] * 132}) and not in one of {r16[1]} ({r16[1] * 132}); the uniform "
+                   f"\\(B = 64\\) call's {b64:,} programs fill {b64 / (r0[1] * 132):.2f} waves "
+                   f"of {r0[1] * 132} and {b64 / (r64[1] * 132):.2f} of {r64[1] * 132}")
     f = {k: x[0] for k, x in probe_times("prefetch-probe-h200.log").items()}
     stated(LAB03B, f"took {f['b11_32768_hkv8_prefetch']:.1f} µs against "
                    f"{f['b11_32768_hkv8_shipped']:.1f} at \\(B = 1\\), 32k, and "
