@@ -368,7 +368,8 @@ import triton
 from triton.backends.compiler import GPUTarget
 from minimodel.paged_attention import _paged_decode_fwd as fn
 meta = dict(D=64, HEAD_DIM=64, BLOCK_G=16, BLOCK_N=16, BLOCK_SIZE=16, PAGED=False,
-            WINDOWED=False, HAS_ERR=False, DOT_PRECISION="tf32", FP8=False, FOLD=True, BLOCK_S=16)
+            WINDOWED=False, HAS_ERR=False, DOT_PRECISION="tf32", FP8=False, FOLD=True, BLOCK_S=16,
+            LONGEST_FIRST=0)
 unused = dict.fromkeys(("table_ptr", "lens_ptr", "err_ptr", "ks_ptr", "vs_ptr"))
 types = dict(q_ptr="*fp16", k_ptr="*fp16", v_ptr="*fp16", o_ptr="*fp32", lse_ptr="*fp32",
              fo_ptr="*fp16", flse_ptr="*fp32", count_ptr="*i32", qk_scale="fp32")

@@ -217,6 +217,27 @@ def test_one_load_per_block_gives_every_key_its_slot(n_keys):
 # ~/~ end
 
 
+# ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-sort>>[init]
+@triton.jit
+def _order_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out[r] = the index of the r-th largest of x[0..n) (x: int32 >= 0), ties by index."""
+    i = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + i, mask=i < n, other=0).to(tl.int64)
+    key = tl.where(i < n, x * BLOCK + (BLOCK - 1 - i), -1)  # value, then index reversed
+    key = tl.sort(key, descending=True)
+    tl.store(out_ptr + i, BLOCK - 1 - key % BLOCK, mask=i < n)
+
+
+@pytest.mark.parametrize("values", [[3, 1, 4, 1, 5, 9, 2, 6], [7] * 5, list(range(20)), [0]])
+def test_sorting_packed_keys_orders_indices_by_value(values):
+    n = len(values)
+    x = torch.tensor(values, dtype=torch.int32, device=DEVICE)
+    out = torch.full((n,), -1, dtype=torch.int64, device=DEVICE)
+    _order_kernel[(1,)](x, out, n, BLOCK=triton.next_power_of_2(max(n, 2)))
+    assert out.tolist() == sorted(range(n), key=lambda r: (-values[r], r))
+# ~/~ end
+
+
 # ~/~ begin <<docs/lab/01b-triton-warmup.md#warmup-example-missing-mask>>[init]
 @triton.jit
 def _row_sum_unmasked(x_ptr, out_ptr, n_cols, stride_row, BLOCK_N: tl.constexpr):
