@@ -106,14 +106,25 @@ def test_split_programs_start_longest_sequence_first(lens):
     assert out.tolist() == sorted(range(b), key=lambda i: (-lens[i], i))
 
 
-def test_a_ragged_split_batch_in_longest_first_order_is_each_sequences_own():
+@pytest.mark.parametrize("fold", [True, False])  # the merge folded, or launched apart
+def test_a_ragged_split_batch_in_longest_first_order_is_each_sequences_own(monkeypatch, fold):
     # A batch large enough to start longest first (LONGEST_FIRST_BATCH), split, on the fast
     # path: every sequence its own answer, and a bad length flags its own sequence only (its
     # row's entries past the context, -1 here, may add the entry bit).
-    lens = [(7 * i) % 41 for i in range(pa.LONGEST_FIRST_BATCH[0])]
+    monkeypatch.setattr(pa, "FOLD_MERGE", fold)
+    widths = []
+    launch = pa.launch
+
+    def spy(kernel, grid, *args, **meta):
+        widths.append(meta.get("LONGEST_FIRST"))
+        return launch(kernel, grid, *args, **meta)
+
+    monkeypatch.setattr(pa, "launch", spy)
+    lens = [(7 * i) % 23 for i in range(pa.LONGEST_FIRST_BATCH[0])]
     cache = make_cache(lens, 1, 16, 8)
     q = make_q(len(lens), 2, 16)
     check_decode(q, cache, lens, max_context_len=max(lens), num_splits=3)
+    assert widths[0] == len(lens)  # the decode launch sorted the batch's lengths
     k, v, k_pool, v_pool, table, lens_t = cache
     bad = lens_t.clone()
     bad[5] = table.shape[1] * 8 + 1
