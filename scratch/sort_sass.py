@@ -20,10 +20,14 @@ D, HQ, HKV, BS = 128, 32, 8, 16
 # the sort on int32 keys: a length saturated at 2^22 - 1 in the high bits, the index reversed in
 # the low 9 (a batch of at most 512); the order of lengths past 4M keys is the batch's, which
 # is enough for a schedule. Not shipped: compiled here only
-INT32_KEYS = [(
-    "    key = (n.to(tl.int64) + 2**31) * BLOCK_B + (BLOCK_B - 1 - ib)  # >= 0 for any int32 length\n",
-    "    key = tl.minimum(tl.maximum(n, 0), 2**22 - 1) * 512 + (511 - ib)\n"), (
-    "    return BLOCK_B - 1 - mine % BLOCK_B\n", "    return 511 - mine % 512\n")]
+INT32_KEYS = [
+    (
+        "    key = (n.to(tl.int64) + 2**31) * BLOCK_B + (BLOCK_B - 1 - ib)"
+        "  # >= 0 for any int32 length\n",
+        "    key = tl.minimum(tl.maximum(n, 0), 2**22 - 1) * 512 + (511 - ib)\n",
+    ),
+    ("    return BLOCK_B - 1 - mine % BLOCK_B\n", "    return 511 - mine % 512\n"),
+]
 
 
 def launch_of(b: int, n: int, width: int | None, module=pa):
@@ -35,13 +39,27 @@ def launch_of(b: int, n: int, width: int | None, module=pa):
     lens = torch.full((b,), n, dtype=torch.int32)
     seen = []
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(module, "launch",
-                                              lambda k, g, *a, **m: seen.append((k, g, a, m))))
+        stack.enter_context(
+            mock.patch.object(module, "launch", lambda k, g, *a, **m: seen.append((k, g, a, m)))
+        )
         stack.enter_context(mock.patch.object(module, "num_sms", lambda device: 132))
-        module._launch_decode(q, k_pool, v_pool, table, lens, n_k=0, strides_k=k_pool.stride(),
-                          strides_v=v_pool.stride(), block_size=BS, n_kv_heads=HKV,
-                          max_context_len=n, window=None, num_splits=None, tau=D**-0.5,
-                          with_lse=False)
+        module._launch_decode(
+            q,
+            k_pool,
+            v_pool,
+            table,
+            lens,
+            n_k=0,
+            strides_k=k_pool.stride(),
+            strides_v=v_pool.stride(),
+            block_size=BS,
+            n_kv_heads=HKV,
+            max_context_len=n,
+            window=None,
+            num_splits=None,
+            tau=D**-0.5,
+            with_lse=False,
+        )
     kernel, grid, args, meta = seen[0]
     if width is not None:
         meta = {**meta, "LONGEST_FIRST": width}
@@ -51,18 +69,26 @@ def launch_of(b: int, n: int, width: int | None, module=pa):
 def main() -> None:
     int32 = patched_module("int32_keys", INT32_KEYS)
     for b, n, widths in ((16, 32768, (0, 16, 64)), (64, 4096, (0, 64))):
-        for width, name, module in [*((w, "", pa) for w in widths),
-                                    *((w, " int32 keys", int32) for w in widths if w)]:
+        for width, name, module in [
+            *((w, "", pa) for w in widths),
+            *((w, " int32 keys", int32) for w in widths if w),
+        ]:
             kernel, grid, args, meta = launch_of(b, n, width, module)
             compiled = compile_like_jit(kernel, args, meta)[0]
             text, regs, spills = ptxas_v(compiled.asm["ptx"])
             shared = compiled.metadata.shared
             by_regs, by_smem = programs_per_sm(regs, meta["num_warps"], shared)
-            count = sum(1 for line in sass(compiled.asm["cubin"]).splitlines()
-                        if line.strip().startswith("/*") and ";" in line)
-            print(f"B={b} n={n} grid={grid} LONGEST_FIRST={width}{name}: {regs} registers, "
-                  f"{spills} B spilled, {shared} B shared -> {min(by_regs, by_smem)} programs/SM "
-                  f"(registers {by_regs}, shared {by_smem}); {count} SASS instructions", flush=True)
+            count = sum(
+                1
+                for line in sass(compiled.asm["cubin"]).splitlines()
+                if line.strip().startswith("/*") and ";" in line
+            )
+            print(
+                f"B={b} n={n} grid={grid} LONGEST_FIRST={width}{name}: {regs} registers, "
+                f"{spills} B spilled, {shared} B shared -> {min(by_regs, by_smem)} programs/SM "
+                f"(registers {by_regs}, shared {by_smem}); {count} SASS instructions",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
