@@ -9,50 +9,12 @@ instruction count. scratch/next_probe.py times the same variants on the H200.
     env -u TRITON_INTERPRET PYTHONPATH=src:scratch .venv/bin/python scratch/mqa_sass.py
 """
 
-import contextlib
-from unittest import mock
-
-import torch
 from fp8_sass import PREFETCH, compile_like_jit, patched_module, programs_per_sm, ptxas_v, sass
+from sort_sass import launch_of
 
 from minimodel import paged_attention as pa
 
-B, N, HQ, HKV, D, BS = 64, 4096, 32, 1, 128, 16
-
-
-def launch_of(module, block_n, width=None):
-    q = torch.zeros(B, HQ, D, dtype=torch.float16)
-    k_pool, v_pool = (torch.zeros(64, BS, HKV, D, dtype=torch.float16) for _ in "kv")
-    table = torch.zeros(B, N // BS, dtype=torch.int32)
-    lens = torch.full((B,), N, dtype=torch.int32)
-    seen = []
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(
-            mock.patch.object(module, "launch", lambda k, g, *a, **m: seen.append((k, g, a, m)))
-        )
-        stack.enter_context(mock.patch.object(module, "num_sms", lambda device: 132))
-        if block_n is not None:
-            cfg = module.DecodeConfig(block_n, 4, 3)
-            stack.enter_context(mock.patch.object(module, "decode_config", lambda *a: cfg))
-        module._launch_decode(
-            q,
-            k_pool,
-            v_pool,
-            table,
-            lens,
-            n_k=0,
-            strides_k=k_pool.stride(),
-            strides_v=v_pool.stride(),
-            block_size=BS,
-            n_kv_heads=HKV,
-            max_context_len=N,
-            window=None,
-            num_splits=None,
-            tau=D**-0.5,
-            with_lse=False,
-        )
-    kernel, grid, args, meta = seen[0]
-    return kernel, grid, args, meta if width is None else {**meta, "LONGEST_FIRST": width}
+B, N, HQ, HKV = 64, 4096, 32, 1  # d = 128, blocks of 16: sort_sass.launch_of's
 
 
 def main() -> None:
@@ -66,7 +28,7 @@ def main() -> None:
         ("prefetch, no sort", prefetch, None, 0),
         ("prefetch_tiles128", prefetch, 128, None),
     ):
-        kernel, grid, args, meta = launch_of(module, block_n, width)
+        kernel, grid, args, meta = launch_of(B, N, width, module, HQ, HKV, block_n)
         compiled = compile_like_jit(kernel, args, meta)[0]
         _, regs, spills = ptxas_v(compiled.asm["ptx"])
         shared = compiled.metadata.shared

@@ -14,26 +14,14 @@ graph-timed run, outputs checked first.
     PYTHONPATH=src:. python scratch/next_probe.py      # ~1.5 min on the H200
 """
 
-import importlib
-import sys
-from pathlib import Path
 from unittest import mock
 
 import torch
-from prefetch_probe import LOOP, NEW, OLD, PRE  # the prefetch's source replacements
+from prefetch_probe import variant as prefetch_module  # the prefetched-entries copy
 
 from bench import core
 from bench.paged_decode import Decode, inputs, kv_bytes, sdpa_fn
 from minimodel import paged_attention as pa
-
-
-def prefetch_module():
-    src = Path(pa.__file__).read_text()
-    assert src.count(OLD) == 1 and src.count(LOOP) == 1
-    path = Path(__file__).with_name("_pa_next_prefetch.py")
-    path.write_text(src.replace(OLD, NEW).replace(LOOP, PRE))
-    sys.path.insert(0, str(path.parent))
-    return importlib.import_module("_pa_next_prefetch")
 
 
 def main() -> None:

@@ -30,11 +30,12 @@ INT32_KEYS = [
 ]
 
 
-def launch_of(b: int, n: int, width: int | None, module=pa):
-    """(kernel, args, meta) of the decode launch of a paged call of b sequences of n keys,
-    LONGEST_FIRST forced to `width` (None: as _launch_decode chooses)."""
-    q = torch.zeros(b, HQ, D, dtype=torch.float16)
-    k_pool, v_pool = (torch.zeros(64, BS, HKV, D, dtype=torch.float16) for _ in "kv")
+def launch_of(b: int, n: int, width: int | None, module=pa, hq=HQ, hkv=HKV, block_n=None):
+    """(kernel, grid, args, meta) of the decode launch of a paged call of b sequences of n keys
+    (hq query heads on hkv kv heads, d = 128, fp16, blocks of 16), LONGEST_FIRST forced to
+    `width` and the tile to `block_n` keys (None: as _launch_decode chooses)."""
+    q = torch.zeros(b, hq, D, dtype=torch.float16)
+    k_pool, v_pool = (torch.zeros(64, BS, hkv, D, dtype=torch.float16) for _ in "kv")
     table = torch.zeros(b, n // BS, dtype=torch.int32)
     lens = torch.full((b,), n, dtype=torch.int32)
     seen = []
@@ -43,6 +44,9 @@ def launch_of(b: int, n: int, width: int | None, module=pa):
             mock.patch.object(module, "launch", lambda k, g, *a, **m: seen.append((k, g, a, m)))
         )
         stack.enter_context(mock.patch.object(module, "num_sms", lambda device: 132))
+        if block_n is not None:
+            cfg = module.DecodeConfig(block_n, 4, 3)
+            stack.enter_context(mock.patch.object(module, "decode_config", lambda *a: cfg))
         module._launch_decode(
             q,
             k_pool,
@@ -53,7 +57,7 @@ def launch_of(b: int, n: int, width: int | None, module=pa):
             strides_k=k_pool.stride(),
             strides_v=v_pool.stride(),
             block_size=BS,
-            n_kv_heads=HKV,
+            n_kv_heads=hkv,
             max_context_len=n,
             window=None,
             num_splits=None,
