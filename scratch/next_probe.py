@@ -1,5 +1,5 @@
-"""Decode study for the next device run (written at 34fef71, not yet run): two questions in one
-graph-timed run, outputs checked first.
+"""Decode study (written at 34fef71, run at 2b6ea15: data/next-probe-h200.log, stated in Lab 03
+part 2): two questions in one graph-timed run, outputs checked first.
 
 1. An order built outside the decode kernel. The in-kernel sort costs the kernel registers (96 ->
    112 at 64 entries, scratch/sort_sass.txt) and with them programs per SM. Emulated here without
