@@ -2259,7 +2259,8 @@ def test_next_probe_stated():
     rows = [("mixed64_8192", "for the ragged batch"),
             ("b6464_4096", "for the uniform \\(B = 64\\),\n4k step"),
             ("window16_32768", "for \\(B = 16\\), 32k")]
-    said = [f"{t[r + '_order_outside']:.1f} against {t[r + '_shipped']:.1f} µs {w}" for r, w in rows]
+    said = [f"{t[r + '_order_outside']:.1f} against {t[r + '_shipped']:.1f} µs {w}"
+            for r, w in rows]
     text = ", ".join(said[:2]) + ", and " + said[2]
     stated(LAB03B, f"it was slower on every row:\n{text}, a call that")
     argsort = t["window16_32768_order_outside"] - t["window16_32768_shipped"]
@@ -2280,7 +2281,8 @@ def test_next_probe_stated():
         name, regs, shared, per_sm = re.match(
             r"([\w, ]+): .*: (\d+) registers, .* (\d+) B shared -> (\d+) programs/SM", ln).groups()
         sass[name] = (int(regs), int(shared), int(per_sm))
-    (r0, s0, p0), (r1, s1, p1), (r2, s2, p2) = (sass[k] for k in ("shipped", "tiles128", "prefetch"))
+    (r0, s0, p0), (r1, s1, p1), (r2, s2, p2) = (sass[k]
+                                                for k in ("shipped", "tiles128", "prefetch"))
     stated(LAB03B, f"the shipped launch takes {r0} registers a\nthread and {s0:,} bytes of shared "
                    f"memory, so {p0} programs per SM; 128-key tiles take {r1} registers\nand "
                    f"{s1:,} bytes, {p1} per SM; the prefetched entries {r2} registers but {s2:,} "
