@@ -55,6 +55,7 @@ def compile_all(dump: Path | None = None) -> dict[str, str]:
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from triton.runtime.jit import mangle_type
 
     from minimodel import attention_flash_hopper as h
@@ -65,8 +66,9 @@ def compile_all(dump: Path | None = None) -> dict[str, str]:
     for name, dtype_name, head_dim, causal, windowed, pingpong in CONFIGS:
         dtype = getattr(torch, dtype_name)
         t = torch.zeros(1, 2, 256, head_dim, dtype=dtype)  # strides only: never read
-        desc_q = h._descriptor(t, h.BLOCK_M // 2, head_dim)
-        desc_kv = h._descriptor(t, h.BLOCK_N, head_dim)
+        # the wrapper's TmaArg made the Gluon descriptor the JIT would get (kernels._jit_args)
+        desc_q = TensorDescriptor(*h._descriptor(t, h.BLOCK_M // 2, head_dim))
+        desc_kv = TensorDescriptor(*h._descriptor(t, h.BLOCK_N, head_dim))
         constexprs = {"BLOCK_M": h.BLOCK_M, "BLOCK_N": h.BLOCK_N, "HEAD_DIM": head_dim,
                       "STAGES": h.STAGES, "CAUSAL": causal, "WINDOWED": windowed,
                       "PINGPONG": pingpong, "CONSUMER_REGS": h.CONSUMER_REGS}

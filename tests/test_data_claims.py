@@ -7,9 +7,11 @@ does not say it with those numbers, so a new measurement cannot leave a stale se
 
 import json
 import math
+import os
 import re
 import statistics
 import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -2367,3 +2369,46 @@ def test_flag_bug_workaround_stated():
     stated(LAB03B, f"tried {len(records)} variants of the kernel")
     stated(LAB03B, f"lost the entry's bit in all {len(one_fold)} such variants")
     stated(LAB03B, f"none of the {len(per_bit)} variants with one atomic per bit lost anything")
+
+
+def test_hopper_ptx_digests_reproduced():
+    """Lab 02 part 2: "the PTX of the four configurations that `scripts/ptx_hopper.py --check`
+    compiles is, less its debug info, the PTX of the kernel before the bundle (the digests in
+    `data/hopper-ptx.json`)". The script compiles the kernel for sm_90 on this machine (no GPU
+    needed) and compares; a change of the kernel's PTX fails here until the page says why and
+    `--write` records the new digests."""
+    stated(LAB02B, "the PTX of the four\nconfigurations that `scripts/ptx_hopper.py --check` "
+                   "compiles is")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "ptx_hopper.py"), "--check"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("identical to hopper-ptx.json") == 4, run.stdout
+
+
+def test_two_q_buffers_probe_stated():
+    """Lab 02 part 2, where it falls short: the Hopper kernel with two Q buffers, compiled
+    (scratch/hopper_q2.txt) and graph-timed against the shipped kernel (data/q2-probe-h200.log)."""
+    compiled = (ROOT / "scratch" / "hopper_q2.txt").read_text()
+    shared = re.search(r"q2 d=128 causal=True: shared (\d+) B \(limit (\d+)\)", compiled)
+    assert int(shared.group(1)) <= int(shared.group(2))
+    stated(LAB02B, f"a patch of this module: {int(shared.group(1)):,} bytes of shared memory at")
+    log = (ROOT / "data" / "q2-probe-h200.log").read_text()
+    assert "src/ of commit 97f58fc" in log.splitlines()[0]
+    rows = {}
+    for d, dtype, causal, n, said in re.findall(
+            r"^d=(\d+) (\w+) causal=(\w+) N=(\d+): (.*) \(\d+ s\)$", log, re.M):
+        rows[int(d), dtype, causal == "True", int(n)] = {
+            k: float(v) for k, v in re.findall(r"(\w+) ([\d.]+) us", said)}
+    assert len(rows) == 15
+    r16, r_bf = rows[128, "float16", True, 512], rows[128, "bfloat16", True, 512]
+    stated(LAB02B, f"did not move: {r16['hopper_q2']:.1f} against {r16['hopper']:.1f} µs in fp16 "
+                   f"(cuDNN {r16['sdpa_cudnn']:.1f}),\n{r_bf['hopper_q2']:.1f} against "
+                   f"{r_bf['hopper']:.1f} µs in bf16 (cuDNN {r_bf['sdpa_cudnn']:.1f})")
+    for r in (r16, r_bf):  # "did not move": within 1%, either way
+        assert abs(r["hopper"] / r["hopper_q2"] - 1) < 0.01
+    gains = [r["hopper"] / r["hopper_q2"] - 1 for k, r in rows.items()
+             if k not in ((128, "float16", True, 512), (128, "bfloat16", True, 512))]
+    stated(LAB02B, f"The other {len(gains)} shapes of the probe ran {min(gains):.1%} to\n"
+                   f"{max(gains):.1%} faster with it")

@@ -1,0 +1,134 @@
+"""Issue 23 study, offline (no GPU): the Hopper prefill kernel with two Q buffers, so that the
+loader fetches the next work item's Q while the consumers still work on this one (as shipped,
+one Q buffer: the next Q is loaded only once both consumers have done the item's last S, and
+the consumers wait for it at every item boundary). Compiles the shipped module and a patched
+copy for sm_90 (scripts/ptx_hopper.py's way) and prints shared memory, registers and spills.
+
+    env -u TRITON_INTERPRET PYTHONPATH=src:scripts .venv/bin/python scratch/hopper_q2.py  # ~20 s
+
+Its output is scratch/hopper_q2.txt; scratch/q2_probe.py times the patch on the H200.
+"""
+
+import importlib.util
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+from triton.runtime.jit import mangle_type
+
+from minimodel import attention_flash_hopper as h
+
+BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+
+# Two Q buffers: buffer done % 2 of each, the barriers one per buffer, waited at the phase of
+# that buffer's use count (done // 2).
+Q2 = [
+    ("q_smem = gl.allocate_shared_memory(dtype, [2, 1, 1, HALF, HEAD_DIM], desc_q.layout)",
+     "q_smem = gl.allocate_shared_memory(dtype, [4, 1, 1, HALF, HEAD_DIM], desc_q.layout)"),
+    ("""    q_ready = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())""",
+     """    q_ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    q_empty = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())"""),
+    ("""    mbarrier.init(q_ready, count=1)  # the TMA completes it
+    mbarrier.init(q_empty, count=2)  # both consumers release it""",
+     """    for i in gl.static_range(2):
+        mbarrier.init(q_ready.index(i), count=1)
+        mbarrier.init(q_empty.index(i), count=2)"""),
+    # loader
+    ("""            mbarrier.wait(sh.q_empty, (done & 1) ^ 1)  # both consumers are done with the last Q
+            mbarrier.expect(sh.q_ready, 2 * sh.desc_q.block_type.nbytes)
+            tma.async_copy_global_to_shared(sh.desc_q, [off_b, off_h, i0, 0], sh.q_ready,
+                                            sh.q_smem.index(0))
+            tma.async_copy_global_to_shared(sh.desc_q, [off_b, off_h, i0 + HALF, 0], sh.q_ready,
+                                            sh.q_smem.index(1))""",
+     """            qb = done % 2
+            mbarrier.wait(sh.q_empty.index(qb), _phase(done, 2) ^ 1)
+            mbarrier.expect(sh.q_ready.index(qb), 2 * sh.desc_q.block_type.nbytes)
+            tma.async_copy_global_to_shared(sh.desc_q, [off_b, off_h, i0, 0],
+                                            sh.q_ready.index(qb), sh.q_smem.index(2 * qb))
+            tma.async_copy_global_to_shared(sh.desc_q, [off_b, off_h, i0 + HALF, 0],
+                                            sh.q_ready.index(qb), sh.q_smem.index(2 * qb + 1))"""),
+    # consumer
+    ("    q = sh.q_smem.index(WG).reshape([HALF, HEAD_DIM])\n", ""),
+    ("            mbarrier.wait(sh.q_ready, done & 1)\n",
+     "            qb = done % 2\n"
+     "            mbarrier.wait(sh.q_ready.index(qb), _phase(done, 2))\n"
+     "            q = sh.q_smem.index(2 * qb + WG).reshape([HALF, HEAD_DIM])\n"),
+    ("                mbarrier.arrive(sh.q_empty)  # the item's last S is done: the next Q may load",
+     "                mbarrier.arrive(sh.q_empty.index(qb))"),
+    ("            else:\n                mbarrier.arrive(sh.q_empty)",
+     "            else:\n                mbarrier.arrive(sh.q_empty.index(qb))"),
+]
+
+
+def patched(name, replacements):
+    src = Path(h.__file__).read_text()
+    for old, new in replacements:
+        if src.count(old) != 1:
+            raise SystemExit(f"{name}: {old[:70]!r} found {src.count(old)} times")
+        src = src.replace(old, new)
+    path = Path(tempfile.mkdtemp()) / f"hopper_{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"hopper_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compile_kernel(module, head_dim, causal, dtype=torch.float16):
+    kernel = module._attn_fwd_ws
+    params = [p.name for p in kernel.params]
+    t = torch.zeros(1, 2, 256, head_dim, dtype=dtype)
+    desc_q = TensorDescriptor(*module._descriptor(t, module.BLOCK_M // 2, head_dim))
+    desc_kv = TensorDescriptor(*module._descriptor(t, module.BLOCK_N, head_dim))
+    constexprs = {"BLOCK_M": module.BLOCK_M, "BLOCK_N": module.BLOCK_N, "HEAD_DIM": head_dim,
+                  "STAGES": module.STAGES, "CAUSAL": causal, "WINDOWED": False,
+                  "PINGPONG": True, "CONSUMER_REGS": module.CONSUMER_REGS}
+    sig = {}
+    for p in params:
+        if p in constexprs:
+            sig[p] = "constexpr"
+        elif p in ("desc_q", "desc_o"):
+            sig[p] = mangle_type(desc_q)
+        elif p in ("desc_k", "desc_v"):
+            sig[p] = mangle_type(desc_kv)
+        else:
+            sig[p] = {"lse_ptr": "*fp32", "qk_scale": "fp32"}.get(p, "i32")
+    src = GluonASTSource(fn=kernel, signature=sig,
+                         constexprs={(params.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+def ptxas(ptx):
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "k.ptx"
+        p.write_text(ptx)
+        out = subprocess.run([str(BIN / "ptxas"), "-arch=sm_90a", "-v", str(p), "-o",
+                              str(Path(d) / "k.o")], capture_output=True, text=True)
+    text = out.stderr + out.stdout
+    regs = re.search(r"Used (\d+) registers", text)
+    spill = re.search(r"(\d+) bytes spill stores", text)
+    return (int(regs.group(1)) if regs else None, int(spill.group(1)) if spill else None,
+            out.returncode, text if out.returncode else "")
+
+
+def main():
+    q2 = patched("q2", Q2)
+    for name, module in (("shipped", h), ("q2", q2)):
+        for head_dim in (64, 128):
+            for causal in (False, True):
+                c = compile_kernel(module, head_dim, causal)
+                regs, spill, rc, err = ptxas(c.asm["ptx"])
+                print(f"{name} d={head_dim} causal={causal}: shared {c.metadata.shared} B "
+                      f"(limit {h.SMEM_LIMIT}), registers {regs}, spill stores {spill} B, "
+                      f"ptxas rc {rc} {err[:300]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
