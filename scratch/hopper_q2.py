@@ -9,6 +9,7 @@ copy for sm_90 (scripts/ptx_hopper.py's way) and prints shared memory, registers
 Its output is scratch/hopper_q2.txt; scratch/q2_probe.py times the patch on the H200.
 """
 
+# ruff: noqa: E501 (the patch quotes the module's own lines, as long as they are)
 import importlib.util
 import re
 import subprocess

@@ -18,7 +18,8 @@ from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import flash_attention_hopper
 from minimodel.roofline import attention_flops
 
-SHAPES = [(d, c, n, "float16") for d in (128, 64) for c in (True, False) for n in (512, 1024, 2048)]
+SHAPES = [(d, c, n, "float16")
+          for d in (128, 64) for c in (True, False) for n in (512, 1024, 2048)]
 SHAPES += [(128, True, 512, "bfloat16"), (64, True, 512, "bfloat16"), (128, True, 8192, "float16")]
 
 
@@ -28,11 +29,12 @@ def main() -> None:
     for d, causal, n, dt in SHAPES:
         b, h = 16384 // n, 2048 // d
         q, k, v = core.qkv(b, h, h, n, d, nq=n, dtype=getattr(torch, dt), seed=n + d + causal)
+        a = (q, k, v)
         fns = {
-            "hopper": lambda: flash_attention_hopper(q, k, v, causal=causal),
-            "hopper_q2": lambda: q2(q, k, v, causal=causal),
-            "lab02": lambda: flash_attention(q, k, v, causal=causal),
-            "sdpa_cudnn": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal),
+            "hopper": lambda a=a, c=causal: flash_attention_hopper(*a, causal=c),
+            "hopper_q2": lambda a=a, c=causal: q2(*a, causal=c),
+            "lab02": lambda a=a, c=causal: flash_attention(*a, causal=c),
+            "sdpa_cudnn": lambda a=a, c=causal: F.scaled_dot_product_attention(*a, is_causal=c),
         }
         with core.sdpa("sdpa_cudnn"):
             base = fns["sdpa_cudnn"]().float()
