@@ -1,0 +1,45 @@
+"""Issue 23 study: where the Hopper kernel's time goes at the prefill point that misses its bar
+(causal, N = 512, d = 128, fp16, B = 32, 16 heads: bench.prefill_grid's shape) against cuDNN, and
+at causal N = 1024 (B = 16), where the two are level. Each call runs once to compile, then once
+inside the profiler's range, so Nsight Compute sees one launch per kernel and shape:
+
+    PYTHONPATH=src:. ncu --clock-control none --set full --profile-from-start off \\
+        -o /tmp/prefill python3 scratch/prefill_profile.py
+    ncu --import /tmp/prefill.ncu-rep --page details > data/ncu-prefill-h200.txt
+
+Not a timing (ncu serialises launches and replays each kernel): the counters are what it is for.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from bench import core
+from minimodel.attention_flash_hopper import flash_attention_hopper
+
+
+def main() -> None:
+    calls = []
+    for n in (512, 1024):
+        b, h, d = 16384 // n, 2048 // 128, 128
+        q, k, v = core.qkv(b, h, h, n, d, nq=n, dtype=torch.float16, seed=n + d + True)
+
+        def cudnn(q=q, k=k, v=v):
+            with core.sdpa("sdpa_cudnn"):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+        calls += [(f"hopper N={n}", lambda q=q, k=k, v=v: flash_attention_hopper(
+            q, k, v, causal=True)), (f"cudnn N={n}", cudnn)]
+    for _, fn in calls:
+        fn()
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for name, fn in calls:
+        torch.cuda.nvtx.range_push(name)
+        fn()
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+    torch.cuda.profiler.stop()
+
+
+if __name__ == "__main__":
+    main()
