@@ -8,6 +8,11 @@ inside the profiler's range, so Nsight Compute sees one launch per kernel and sh
     ncu --import /tmp/prefill.ncu-rep --page details > data/ncu-prefill-h200.txt
 
 Not a timing (ncu serialises launches and replays each kernel): the counters are what it is for.
+Run at 2a2e205 (data/ncu-prefill-h200.txt; data/ncu-prefill-ops-h200.txt from a second run with
+--metrics sm__inst_executed_pipe_tensor_op_gmma.sum,gpu__time_duration.sum; and, with
+-k regex:_attn_fwd_ws -c 1 --section WarpStateStats --section SourceCounters --import-source yes,
+`ncu --page source --print-source sass --csv`, its address, SASS, sample and stall columns kept
+in data/ncu-prefill-stalls-h200.csv). Stated in Lab 02 part 2, "Where it falls short".
 """
 
 import torch

@@ -2412,3 +2412,67 @@ def test_two_q_buffers_probe_stated():
              if k not in ((128, "float16", True, 512), (128, "bfloat16", True, 512))]
     stated(LAB02B, f"The other {len(gains)} shapes of the probe ran {min(gains):.1%} to\n"
                    f"{max(gains):.1%} faster with it")
+
+
+def test_prefill_profile_stated():
+    """Lab 02 part 2, where it falls short: Nsight Compute on the Hopper kernel and cuDNN at causal
+    N = 512, d = 128 (scratch/prefill_profile.py), and the per-instruction stall samples."""
+    import csv
+
+    def kernels(name):  # {kernel name: its block of ncu's output}, in launch order (N = 512 first)
+        text = (ROOT / "data" / name).read_text()
+        parts = re.split(r"\n  (?=[_a-z]\S* \(132, 1, 1\)x\(384, 1, 1\))", text)[1:]
+        return [(part.split()[0], part) for part in parts]
+
+    def metric(block, name):
+        return float(re.search(rf"{name}\s+\S+\s+([\d,.]+)", block).group(1).replace(",", ""))
+
+    full = kernels("ncu-prefill-h200.txt")
+    assert [n.startswith("_attn_fwd_ws") for n, _ in full] == [True, False, True, False]
+    (_, ours), (cudnn_name, cud) = full[:2]
+    assert "cudnn" in cudnn_name and "64x128x128" in cudnn_name
+    gmma = [metric(b, "sm__inst_executed_pipe_tensor_op_gmma.sum")
+            for _, b in kernels("ncu-prefill-ops-h200.txt")[:2]]
+    assert gmma[0] == gmma[1]
+    stated(LAB02B, f"the same tensor work, {gmma[0]:,.0f} warpgroup MMA instructions each")
+    dram = [float(re.search(r"Memory Throughput\s+Tbyte/s\s+([\d.]+)", b).group(1))
+            * metric(b, "Duration") for b in (ours, cud)]  # TB/s x µs = MB
+    assert all(abs(x / 260 - 1) < 0.02 for x in dram), dram
+    cyc, wait, inst, smem = ([metric(b, k) for b in (ours, cud)] for k in (
+        "Elapsed Cycles", "Warp Cycles Per Issued Instruction", "Executed Instructions",
+        "Dynamic Shared Memory Per Block"))
+    stated(LAB02B, f"Ours takes {cyc[0]:,.0f}\ncycles against cuDNN's {cyc[1]:,.0f}: its warps wait "
+                   f"{wait[0]:.1f} cycles between two issued instructions\nagainst {wait[1]:.2f}, "
+                   f"for about as many instructions ({inst[0] / 1e6:.1f} against "
+                   f"{inst[1] / 1e6:.1f} million)")
+    assert smem == [197.02, 232.45]  # ncu's kilobytes: 197,024 and 232,448 bytes (227 KiB)
+    rows = list(csv.reader((ROOT / "data" / "ncu-prefill-stalls-h200.csv").open()))
+    head, body = rows[1], rows[2:]
+    col = {h: i for i, h in enumerate(head)}
+    num = lambda r, h: float(r[col[h]] or 0)  # noqa: E731
+    reasons = [h for h in head if h.startswith("stall_")]
+    total = sum(num(r, "Warp Stall Sampling (All Samples)") for r in body)
+    # the warps done with their partition: the NOP after the last BAR.SYNC 0x1, before setmaxnreg
+    done = [k for k, r in enumerate(body) if r[1].strip() == "NOP"
+            and "BAR.SYNC.DEFER_BLOCKING 0x1" in body[k - 1][1]
+            and "USETMAXREG.TRY_ALLOC" in body[k + 1][1]]
+    waiting = sum(num(body[k], "Warp Stall Sampling (All Samples)") for k in done)
+    work = [r for k, r in enumerate(body) if k not in done]
+    share = {h: sum(num(r, h) for r in work) / (total - waiting) for h in reasons}
+    top = sorted(share, key=share.get, reverse=True)[:5]
+    assert top == ["stall_no_inst", "stall_wait", "stall_long_sb", "stall_selected",
+                   "stall_barrier"], top
+    at = {r[0]: k for k, r in enumerate(body)}  # a barrier wait's retry loop: a branch to a
+    targets = [re.search(r"BRA (0x[0-9a-f]+)", r[1]) for r in work]  # TRYWAIT, then its branch
+    retry = sum(num(r, "stall_long_sb") for r, m in zip(work, targets, strict=True)
+                if m and m.group(1) in at and "TRYWAIT" in body[at[m.group(1)]][1])
+    assert round(retry / sum(num(r, "stall_long_sb") for r in work), 1) == 0.9  # nine in ten
+    stated(LAB02B, f"{waiting / total:.1%} of our warps' stall\nsamples are of warps that have "
+                   f"finished their part")
+    stated(LAB02B, f"{share['stall_no_inst']:.1%} wait for an instruction fetch (the kernel is "
+                   f"{len(body):,} SASS instructions")
+    stated(LAB02B, f"{share['stall_wait']:.1%} on a fixed latency, "
+                   f"{share['stall_long_sb']:.1%} on the\nlong scoreboard")
+    stated(LAB02B, f"and {share['stall_barrier']:.1%} at a\nbarrier")
+    hgmma = sum("HGMMA" in r[1] for r in body)  # 32 per consumer: two copies of its body
+    assert hgmma == 64
