@@ -2441,8 +2441,9 @@ def test_prefill_profile_stated():
     cyc, wait, inst, smem = ([metric(b, k) for b in (ours, cud)] for k in (
         "Elapsed Cycles", "Warp Cycles Per Issued Instruction", "Executed Instructions",
         "Dynamic Shared Memory Per Block"))
-    stated(LAB02B, f"Ours takes {cyc[0]:,.0f}\ncycles against cuDNN's {cyc[1]:,.0f}: its warps wait "
-                   f"{wait[0]:.1f} cycles between two issued instructions\nagainst {wait[1]:.2f}, "
+    stated(LAB02B, f"Ours takes {cyc[0]:,.0f}\ncycles against cuDNN's {cyc[1]:,.0f}: its warps "
+                   f"wait {wait[0]:.1f} cycles between two issued instructions\nagainst "
+                   f"{wait[1]:.2f}, "
                    f"for about as many instructions ({inst[0] / 1e6:.1f} against "
                    f"{inst[1] / 1e6:.1f} million)")
     assert smem == [197.02, 232.45]  # ncu's kilobytes: 197,024 and 232,448 bytes (227 KiB)
