@@ -1,8 +1,9 @@
 """Issue 23 study, offline (no GPU): the Hopper prefill kernel with two Q buffers, so that the
 loader fetches the next work item's Q while the consumers still work on this one (as shipped,
 one Q buffer: the next Q is loaded only once both consumers have done the item's last S, and
-the consumers wait for it at every item boundary). Compiles the shipped module and a patched
-copy for sm_90 (scripts/ptx_hopper.py's way) and prints shared memory, registers and spills.
+the consumers wait for it at every item boundary). Compiles the shipped module and patched
+copies for sm_90 (scripts/ptx_hopper.py's way): Q2, RCP (the epilogue's reciprocal, below) and
+both; prints shared memory, registers, spills and the SASS instruction count.
 
     env -u TRITON_INTERPRET PYTHONPATH=src:scripts .venv/bin/python scratch/hopper_q2.py  # ~20 s
 
@@ -125,16 +126,26 @@ def ptxas(ptx):
             out.returncode, text if out.returncode else "")
 
 
+def sass_count(cubin: bytes) -> int:
+    """SASS instructions in a cubin (nvdisasm's listing, one per /*address*/ line)."""
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "k.cubin").write_bytes(cubin)
+        text = subprocess.run([str(BIN / "nvdisasm"), "-c", str(Path(d) / "k.cubin")],
+                              capture_output=True, text=True, check=True).stdout
+    return sum(1 for line in text.splitlines() if re.match(r"\s*/\*[0-9a-f]{4,}\*/", line))
+
+
 def main():
-    q2 = patched("q2", Q2)
-    for name, module in (("shipped", h), ("q2", q2)):
+    for name, module in (("shipped", h), ("q2", patched("q2", Q2)), ("rcp", patched("rcp", RCP)),
+                         ("rcp_q2", patched("rcp_q2", RCP + Q2))):
         for head_dim in (64, 128):
             for causal in (False, True):
                 c = compile_kernel(module, head_dim, causal)
                 regs, spill, rc, err = ptxas(c.asm["ptx"])
                 print(f"{name} d={head_dim} causal={causal}: shared {c.metadata.shared} B "
                       f"(limit {h.SMEM_LIMIT}), registers {regs}, spill stores {spill} B, "
-                      f"ptxas rc {rc} {err[:300]}", flush=True)
+                      f"{sass_count(c.asm['cubin'])} SASS instructions, ptxas rc {rc} "
+                      f"{err[:300]}", flush=True)
 
 
 if __name__ == "__main__":

@@ -2477,3 +2477,30 @@ def test_prefill_profile_stated():
     stated(LAB02B, f"and {share['stall_barrier']:.1%} at a\nbarrier")
     hgmma = sum("HGMMA" in r[1] for r in body)  # 32 per consumer: two copies of its body
     assert hgmma == 64
+
+
+def test_epilogue_probe_stated():
+    """Lab 02 part 2, where it falls short: the reciprocal epilogue (scratch/hopper_q2.RCP),
+    compiled (scratch/hopper_q2.txt) and graph-timed (data/epilogue-probe-h200.log)."""
+    sass = dict(re.findall(r"^(\w+) d=128 causal=True: .* (\d+) SASS instructions",
+                           (ROOT / "scratch" / "hopper_q2.txt").read_text(), re.M))
+    stated(LAB02B, f"the kernel then has {int(sass['rcp']):,} SASS instructions instead of "
+                   f"{int(sass['shipped']):,}")
+    rows = {}
+    for d, dtype, causal, n, said in re.findall(
+            r"^d=(\d+) (\w+) causal=(\w+) N=(\d+): (.*?); max", (ROOT / "data" /
+            "epilogue-probe-h200.log").read_text(), re.M):
+        rows[int(d), dtype, causal == "True", int(n)] = {
+            k: (float(us), float(x)) for k, us, x in re.findall(r"(\w+) ([\d.]+) us ([\d.]+)x",
+                                                               said)}
+    a, b = rows[128, "float16", True, 512], rows[128, "bfloat16", True, 512]
+    c = rows[128, "float16", True, 1024]
+    stated(LAB02B, f"it took {a['rcp'][0]:.1f} against {a['hopper'][0]:.1f} µs in fp16, "
+                   f"{a['rcp'][1]:.3f} of cuDNN's speed\nagainst {a['hopper'][1]:.3f}, and "
+                   f"{b['rcp'][0]:.1f} against {b['hopper'][0]:.1f} µs in bf16, {b['rcp'][1]:.3f} "
+                   f"against {b['hopper'][1]:.3f}")
+    stated(LAB02B, f"\\(N = 1024\\), {c['rcp'][0]:.1f} against {c['hopper'][0]:.1f} µs")
+    assert all(r["rcp_q2"][0] > r["rcp"][0]  # "slower than alone at the causal points of d = 128"
+               for k, r in rows.items() if k[2] and k[0] == 128)
+    stated(LAB02B, f"({a['rcp_q2'][0]:.1f} µs at \\(N = 512\\) in fp16)")
+    assert all(r["rcp"][0] < r["hopper"][0] for r in rows.values())
