@@ -2466,11 +2466,12 @@ def test_prefill_profile_stated():
         "Dynamic Shared Memory Per Block"))
     grid = {(r["impl"], r["d"], r["n"], r["causal"], r["dtype"]): r["graph_ms"]
             for r in json.loads((ROOT / "data" / "prefill-grid-h200.json").read_text())["records"]}
-    graph = grid["hopper", 128, 512, True, "float16"] / grid["sdpa_cudnn", 128, 512, True, "float16"]
+    point = (128, 512, True, "float16")
+    graph = grid["hopper", *point] / grid["sdpa_cudnn", *point]
     stated(LAB02B, f"Ours takes\n{cyc[0]:,.0f} cycles against cuDNN's {cyc[1]:,.0f}, "
                    f"{cyc[0] / cyc[1]:.2f} times as many (under graph replay, in the grid,\nit "
-                   f"takes {graph:.2f} times cuDNN's time), and issues {ipc[0]:.2f} instructions per "
-                   f"active cycle of an SM\nagainst {ipc[1]:.2f}, for about as many instructions "
+                   f"takes {graph:.2f} times cuDNN's time), and issues {ipc[0]:.2f} instructions "
+                   f"per active cycle of an SM\nagainst {ipc[1]:.2f}, for about as many instructions "
                    f"({inst[0] / 1e6:.1f} against {inst[1] / 1e6:.1f} million)")
     # ncu's kilobytes (1,000 bytes, two decimals): ours is the compile's exact count, cuDNN's
     # the most a block may have (227 KiB)
