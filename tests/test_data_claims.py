@@ -2471,7 +2471,8 @@ def test_prefill_profile_stated():
     stated(LAB02B, f"Ours takes\n{cyc[0]:,.0f} cycles against cuDNN's {cyc[1]:,.0f}, "
                    f"{cyc[0] / cyc[1]:.2f} times as many (under graph replay, in the grid,\nit "
                    f"takes {graph:.2f} times cuDNN's time), and issues {ipc[0]:.2f} instructions "
-                   f"per active cycle of an SM\nagainst {ipc[1]:.2f}, for about as many instructions "
+                   f"per active cycle of an SM\nagainst {ipc[1]:.2f}, for about as many "
+                   f"instructions "
                    f"({inst[0] / 1e6:.1f} against {inst[1] / 1e6:.1f} million)")
     # ncu's kilobytes (1,000 bytes, two decimals): ours is the compile's exact count, cuDNN's
     # the most a block may have (227 KiB)
