@@ -75,6 +75,27 @@ RCP = [("out = acc / gl.convert_layout(l_safe, row_o)[:, None]  # O_i = acc_i / 
         "out = acc * gl.convert_layout(1.0 / l_safe, row_o)[:, None]  # O_i = acc_i / l_i")]
 
 
+# The boundary tiles' mask as one comparison of the tile's column offsets with a per-row limit:
+# j < n_k and j <= pos_i together are j <= min(pos_i, n_k - 1); and (windowed) j > pos_i - W is
+# offs_n > pos_i - W - start_n. No key position j is formed per element.
+MASK = [("""        j = start_n + offs_n[None, :]
+        visible = j < sh.n_k
+        if sh.CAUSAL:
+            visible = visible & (j <= pos_i[:, None])
+        if sh.WINDOWED:
+            visible = visible & (j > pos_i[:, None] - sh.window)
+        s = gl.where(visible, s, float("-inf"))""",
+         """        last = sh.n_k - 1 - start_n  # the row's last visible column of this tile
+        if sh.CAUSAL:
+            last = gl.minimum(pos_i - start_n, last)
+        else:
+            last = gl.full(pos_i.shape, 0, gl.int32, layout=pos_i.type.layout) + last
+        visible = offs_n[None, :] <= last[:, None]
+        if sh.WINDOWED:
+            visible = visible & (offs_n[None, :] > (pos_i - sh.window - start_n)[:, None])
+        s = gl.where(visible, s, float("-inf"))""")]
+
+
 def patched(name, replacements):
     src = Path(h.__file__).read_text()
     for old, new in replacements:
@@ -137,7 +158,8 @@ def sass_count(cubin: bytes) -> int:
 
 def main():
     for name, module in (("shipped", h), ("q2", patched("q2", Q2)), ("rcp", patched("rcp", RCP)),
-                         ("rcp_q2", patched("rcp_q2", RCP + Q2))):
+                         ("rcp_q2", patched("rcp_q2", RCP + Q2)),
+                         ("rcp_mask", patched("rcp_mask", RCP + MASK))):
         for head_dim in (64, 128):
             for causal in (False, True):
                 c = compile_kernel(module, head_dim, causal)
