@@ -2,8 +2,9 @@
 loader fetches the next work item's Q while the consumers still work on this one (as shipped,
 one Q buffer: the next Q is loaded only once both consumers have done the item's last S, and
 the consumers wait for it at every item boundary). Compiles the shipped module and patched
-copies for sm_90 (scripts/ptx_hopper.py's way): Q2, RCP (the epilogue's reciprocal, below) and
-both; prints shared memory, registers, spills and the SASS instruction count.
+copies for sm_90 (scripts/ptx_hopper.py's way): Q2, RCP (the epilogue's reciprocal, below), both,
+and RCP with MASK (the boundary mask, below), no mask, causal and windowed; prints shared memory,
+registers, spills and the SASS instruction count.
 
     env -u TRITON_INTERPRET PYTHONPATH=src:scripts .venv/bin/python scratch/hopper_q2.py  # ~20 s
 
@@ -110,14 +111,14 @@ def patched(name, replacements):
     return module
 
 
-def compile_kernel(module, head_dim, causal, dtype=torch.float16):
+def compile_kernel(module, head_dim, causal, dtype=torch.float16, windowed=False):
     kernel = module._attn_fwd_ws
     params = [p.name for p in kernel.params]
     t = torch.zeros(1, 2, 256, head_dim, dtype=dtype)
     desc_q = TensorDescriptor(*module._descriptor(t, module.BLOCK_M // 2, head_dim))
     desc_kv = TensorDescriptor(*module._descriptor(t, module.BLOCK_N, head_dim))
     constexprs = {"BLOCK_M": module.BLOCK_M, "BLOCK_N": module.BLOCK_N, "HEAD_DIM": head_dim,
-                  "STAGES": module.STAGES, "CAUSAL": causal, "WINDOWED": False,
+                  "STAGES": module.STAGES, "CAUSAL": causal, "WINDOWED": windowed,
                   "PINGPONG": True, "CONSUMER_REGS": module.CONSUMER_REGS}
     sig = {}
     for p in params:
@@ -161,10 +162,11 @@ def main():
                          ("rcp_q2", patched("rcp_q2", RCP + Q2)),
                          ("rcp_mask", patched("rcp_mask", RCP + MASK))):
         for head_dim in (64, 128):
-            for causal in (False, True):
-                c = compile_kernel(module, head_dim, causal)
+            for causal, windowed in ((False, False), (True, False), (True, True)):
+                c = compile_kernel(module, head_dim, causal, windowed=windowed)
                 regs, spill, rc, err = ptxas(c.asm["ptx"])
-                print(f"{name} d={head_dim} causal={causal}: shared {c.metadata.shared} B "
+                mask = f"causal={causal}" + (" windowed" if windowed else "")
+                print(f"{name} d={head_dim} {mask}: shared {c.metadata.shared} B "
                       f"(limit {h.SMEM_LIMIT}), registers {regs}, spill stores {spill} B, "
                       f"{sass_count(c.asm['cubin'])} SASS instructions, ptxas rc {rc} "
                       f"{err[:300]}", flush=True)

@@ -2550,3 +2550,44 @@ def test_epilogue_probe_stated():
                for k, r in rows.items() if k[2] and k[0] == 128)
     stated(LAB02B, f"({a['rcp_q2'][0]:.1f} µs at \\(N = 512\\) in fp16)")
     assert all(r["rcp"][0] < r["hopper"][0] for r in rows.values())
+
+
+def test_mask_probe_stated():
+    """Lab 02 part 2, where it falls short: the reciprocal epilogue with the one-comparison mask
+    (scratch/hopper_q2.MASK), compiled (scratch/hopper_q2.txt) and graph-timed
+    (data/mask-probe-h200.log)."""
+    compiled = (ROOT / "scratch" / "hopper_q2.txt").read_text()
+
+    def build(name, mask):
+        m = re.search(rf"^{name} d=128 {mask}: .* spill stores (\d+) B, (\d+) SASS", compiled,
+                      re.M)
+        return int(m.group(1)), int(m.group(2))
+
+    spill, count = build("rcp_mask", "causal=True")
+    assert spill == 0 and build("rcp_mask", "causal=True windowed")[0] == 0
+    shipped_window = build("shipped", "causal=True windowed")[0]
+    stated(LAB02B, f"The kernel then has {count:,} SASS instructions at \\(d = 128\\), causal, "
+                   f"and spills nothing\n(windowed, 0 bytes where the shipped kernel spills "
+                   f"{shipped_window})")
+    log = (ROOT / "data" / "mask-probe-h200.log").read_text()
+    assert "src/ of commit 97f58fc" in log.splitlines()[0]
+    forms = re.search(r"RCP \+ MASK equals RCP at (\d+) mask forms", log).group(1)
+    stated(LAB02B, f"bit for bit at {({'6': 'six'})[forms]} forms of the mask")
+    rows = {}
+    for d, dtype, causal, n, said in re.findall(
+            r"^d=(\d+) (\w+) causal=(\w+) N=(\d+): (.*) \(\d+ s\)$", log, re.M):
+        rows[int(d), dtype, causal == "True", int(n)] = {
+            k: (float(us), float(x)) for k, us, x in re.findall(r"(\w+) ([\d.]+) us ([\d.]+)x",
+                                                               said)}
+    assert len(rows) == 6
+    a, b = rows[128, "float16", True, 512], rows[128, "bfloat16", True, 512]
+    c = rows[64, "float16", True, 512]
+    stated(LAB02B, f"it took {a['rcp_mask'][0]:.1f} µs in\nfp16, {a['rcp_mask'][1]:.3f} of cuDNN's "
+                   f"speed (the shipped kernel {a['hopper'][1]:.3f} in the same run), and "
+                   f"{b['rcp_mask'][0]:.1f} µs in bf16,\n{b['rcp_mask'][1]:.3f} "
+                   f"({b['hopper'][1]:.3f}); at \\(d = 64\\), {c['rcp_mask'][0]:.1f} against "
+                   f"{c['hopper'][0]:.1f} µs, {c['rcp_mask'][1]:.3f} against {c['hopper'][1]:.3f}")
+    for key in ((128, "float16", False, 512), (128, "float16", True, 2048)):  # "did not move"
+        r = rows[key]
+        assert abs(r["rcp_mask"][0] / r["hopper"][0] - 1) < 0.01, (key, r)
+    assert all(r["rcp_mask"][0] < r["rcp"][0] for k, r in rows.items() if k[3] == 512 and k[2])
