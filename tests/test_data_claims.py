@@ -2591,3 +2591,5 @@ def test_mask_probe_stated():
         r = rows[key]
         assert abs(r["rcp_mask"][0] / r["hopper"][0] - 1) < 0.01, (key, r)
     assert all(r["rcp_mask"][0] < r["rcp"][0] for k, r in rows.items() if k[3] == 512 and k[2])
+    stated(LAB03B, f"a probe measured this point at {a['rcp_mask'][1]:.3f} of cuDNN's speed\nin "
+                   f"fp16 and {b['rcp_mask'][1]:.3f} in bf16")
