@@ -131,7 +131,12 @@ BLKADDR = [
      "            k_rows = kb + (j % BLOCK_SIZE) * stride_kslot\n"
      "            v_rows = vb + (j % BLOCK_SIZE) * stride_vslot\n"),
 ]
+# The kernel before the longest-first order (e6e892e): split calls of 64 to 512 sequences sort
+# the batch in every program; this switches the order off.
+UNORDERED = [("LONGEST_FIRST_BATCH = (64, 512)", "LONGEST_FIRST_BATCH = (1, 0)")]
 PATCHED = {  # name: (variant it patches, source replacements)
+    "fp8_unordered": ("fp8", UNORDERED),
+    "fp16_unordered": ("fp16", UNORDERED),
     "fp8_prefetch": ("fp8", PREFETCH),
     "fp8_vT_blockmask_prefetch": ("fp8_vT", BLOCK_MASK + PREFETCH),
     "fp8_vT_n64_blockmask_prefetch": ("fp8_vT_n64", BLOCK_MASK + PREFETCH),

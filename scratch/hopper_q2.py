@@ -18,12 +18,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import ptx_hopper  # scripts/: the one offline compile of the Hopper kernel
 import torch
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
-from triton.runtime.jit import mangle_type
 
 from minimodel import attention_flash_hopper as h
 
@@ -112,27 +109,8 @@ def patched(name, replacements):
 
 
 def compile_kernel(module, head_dim, causal, dtype=torch.float16, windowed=False):
-    kernel = module._attn_fwd_ws
-    params = [p.name for p in kernel.params]
-    t = torch.zeros(1, 2, 256, head_dim, dtype=dtype)
-    desc_q = TensorDescriptor(*module._descriptor(t, module.BLOCK_M // 2, head_dim))
-    desc_kv = TensorDescriptor(*module._descriptor(t, module.BLOCK_N, head_dim))
-    constexprs = {"BLOCK_M": module.BLOCK_M, "BLOCK_N": module.BLOCK_N, "HEAD_DIM": head_dim,
-                  "STAGES": module.STAGES, "CAUSAL": causal, "WINDOWED": windowed,
-                  "PINGPONG": True, "CONSUMER_REGS": module.CONSUMER_REGS}
-    sig = {}
-    for p in params:
-        if p in constexprs:
-            sig[p] = "constexpr"
-        elif p in ("desc_q", "desc_o"):
-            sig[p] = mangle_type(desc_q)
-        elif p in ("desc_k", "desc_v"):
-            sig[p] = mangle_type(desc_kv)
-        else:
-            sig[p] = {"lse_ptr": "*fp32", "qk_scale": "fp32"}.get(p, "i32")
-    src = GluonASTSource(fn=kernel, signature=sig,
-                         constexprs={(params.index(k),): v for k, v in constexprs.items()})
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+    """scripts/ptx_hopper.py's compile of `module`'s kernel (ping-pong on, as shipped)."""
+    return ptx_hopper.compile_kernel(module, dtype, head_dim, causal, windowed, True)
 
 
 def ptxas(ptx):

@@ -49,8 +49,10 @@ def strip_debug(ptx: str) -> str:
     return "\n".join(line for line in lines if line.strip()) + "\n"
 
 
-def compile_all(dump: Path | None = None) -> dict[str, str]:
-    """{config name: sha256 of the stripped PTX} of the minimodel found on sys.path."""
+def compile_kernel(h, dtype, head_dim: int, causal: bool, windowed: bool, pingpong: bool):
+    """`_attn_fwd_ws` of module `h` (minimodel.attention_flash_hopper, or a patched copy of it)
+    compiled for sm_90 with no GPU: the descriptors' types from Gluon descriptors of a small CPU
+    tensor, the integers as the kernel's do_not_specialize leaves them (i32)."""
     import torch
     import triton
     from triton.backends.compiler import GPUTarget
@@ -58,38 +60,44 @@ def compile_all(dump: Path | None = None) -> dict[str, str]:
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
     from triton.runtime.jit import mangle_type
 
-    from minimodel import attention_flash_hopper as h
-
     kernel = h._attn_fwd_ws
     params = [p.name for p in kernel.params]
+    t = torch.zeros(1, 2, 256, head_dim, dtype=dtype)  # strides only: never read
+    # the wrapper's TmaArg made the Gluon descriptor the JIT would get (kernels._jit_args)
+    desc_q = TensorDescriptor(*h._descriptor(t, h.BLOCK_M // 2, head_dim))
+    desc_kv = TensorDescriptor(*h._descriptor(t, h.BLOCK_N, head_dim))
+    constexprs = {"BLOCK_M": h.BLOCK_M, "BLOCK_N": h.BLOCK_N, "HEAD_DIM": head_dim,
+                  "STAGES": h.STAGES, "CAUSAL": causal, "WINDOWED": windowed,
+                  "PINGPONG": pingpong, "CONSUMER_REGS": h.CONSUMER_REGS}
+    signature = {}
+    for p in params:
+        if p in constexprs:
+            signature[p] = "constexpr"
+        elif p in ("desc_q", "desc_o"):
+            signature[p] = mangle_type(desc_q)
+        elif p in ("desc_k", "desc_v"):
+            signature[p] = mangle_type(desc_kv)
+        elif p == "lse_ptr":
+            signature[p] = "*fp32"
+        elif p == "qk_scale":
+            signature[p] = "fp32"
+        else:
+            signature[p] = "i32"
+    src = GluonASTSource(fn=kernel, signature=signature,
+                         constexprs={(params.index(k),): v for k, v in constexprs.items()})
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+def compile_all(dump: Path | None = None) -> dict[str, str]:
+    """{config name: sha256 of the stripped PTX} of the minimodel found on sys.path."""
+    import torch
+
+    from minimodel import attention_flash_hopper as h
+
     digests = {}
     for name, dtype_name, head_dim, causal, windowed, pingpong in CONFIGS:
-        dtype = getattr(torch, dtype_name)
-        t = torch.zeros(1, 2, 256, head_dim, dtype=dtype)  # strides only: never read
-        # the wrapper's TmaArg made the Gluon descriptor the JIT would get (kernels._jit_args)
-        desc_q = TensorDescriptor(*h._descriptor(t, h.BLOCK_M // 2, head_dim))
-        desc_kv = TensorDescriptor(*h._descriptor(t, h.BLOCK_N, head_dim))
-        constexprs = {"BLOCK_M": h.BLOCK_M, "BLOCK_N": h.BLOCK_N, "HEAD_DIM": head_dim,
-                      "STAGES": h.STAGES, "CAUSAL": causal, "WINDOWED": windowed,
-                      "PINGPONG": pingpong, "CONSUMER_REGS": h.CONSUMER_REGS}
-        signature = {}
-        for p in params:
-            if p in constexprs:
-                signature[p] = "constexpr"
-            elif p in ("desc_q", "desc_o"):
-                signature[p] = mangle_type(desc_q)
-            elif p in ("desc_k", "desc_v"):
-                signature[p] = mangle_type(desc_kv)
-            elif p == "lse_ptr":
-                signature[p] = "*fp32"
-            elif p == "qk_scale":
-                signature[p] = "fp32"
-            else:
-                signature[p] = "i32"
-        src = GluonASTSource(fn=kernel, signature=signature,
-                             constexprs={(params.index(k),): v for k, v in constexprs.items()})
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": 4})
+        compiled = compile_kernel(h, getattr(torch, dtype_name), head_dim, causal, windowed,
+                                  pingpong)
         ptx = strip_debug(compiled.asm["ptx"])
         if dump is not None:
             dump.mkdir(parents=True, exist_ok=True)

@@ -2593,3 +2593,21 @@ def test_mask_probe_stated():
     assert all(r["rcp_mask"][0] < r["rcp"][0] for k, r in rows.items() if k[3] == 512 and k[2])
     stated(LAB03B, f"a probe measured this point at {a['rcp_mask'][1]:.3f} of cuDNN's speed\nin "
                    f"fp16 and {b['rcp_mask'][1]:.3f} in bf16")
+
+
+def test_fp8_order_compile_stated():
+    """Lab 03 part 2, the 8-bit cache: the decode kernel compiled for sm_90 with and without the
+    longest-first order (scratch/fp8_sass.py's output, scratch/fp8_sass_order.txt)."""
+    table = {}
+    for line in (ROOT / "scratch" / "fp8_sass_order.txt").read_text().splitlines():
+        m = re.match(r"(fp8|fp16)(_unordered)?\s+\d+\s+(\d+)\s+(\d+)\s+\d+\s+(\d+)\s", line)
+        if m:
+            table[m.group(1), bool(m.group(2))] = tuple(int(x) for x in m.group(3, 4, 5))
+    (r8, s8, p8), (r8u, s8u, p8u) = table["fp8", False], table["fp8", True]
+    r16, r16u = table["fp16", False][0], table["fp16", True][0]
+    assert s8u == 0 and p8 == p8u  # "nothing without", "two programs an SM either way"
+    per_sm = {2: "two"}[p8]
+    stated(LAB03B, f"the 8-bit kernel holds {r8} registers a thread with the order and\nspills "
+                   f"{s8} bytes, against {r8u} and nothing without, {per_sm} programs an SM "
+                   f"either way; the 16-bit\nkernel, {r16} against {r16u} registers")
+    assert pa.LONGEST_FIRST_BATCH[0] <= 64 <= pa.LONGEST_FIRST_BATCH[1]  # "this call now takes"
