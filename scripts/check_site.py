@@ -21,7 +21,9 @@ and on the pages with math, code and figures (check_page) also that
   - the figures loaded.
 It does all this once per font set: by default under two (DejaVu only, then Liberation only, each
 through a fontconfig file that lists one directory), when both are installed; the layout (every
-table's width, every page's height) must then be the same under both, to the pixel.
+table's width, every page's height) must then be the same under both, to the pixel. The server
+answers every font request late (LATE_FONTS_S), so a layout measured before the faces arrive shows
+up as a difference every run rather than on a slow machine only.
 Saves screenshots under build/ (of the first font set). Exits non-zero on any failure.
 """
 
@@ -55,10 +57,21 @@ FONT_SETS = {"dejavu": ("/usr/share/fonts/truetype/dejavu", "DejaVu"),
              "liberation": ("/usr/share/fonts/truetype/liberation", "Liberation")}
 
 
+# Every font file is served this late, so that whatever reads text metrics before the faces arrive
+# (MathJax scaling its math to the surrounding x-height, once) reads the installed fallback's, and
+# the layout comparison between font sets catches it every run, not only on a slow machine.
+LATE_FONTS_S = 0.3
+
+
 def serve(directory: Path) -> tuple[http.server.ThreadingHTTPServer, str]:
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
+
+        def do_GET(self):
+            if FONT_DIR in self.path:
+                time.sleep(LATE_FONTS_S)
+            super().do_GET()
 
     handler = functools.partial(Quiet, directory=str(directory))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
