@@ -8,13 +8,15 @@ registers, spills and the SASS instruction count.
 
     env -u TRITON_INTERPRET PYTHONPATH=src:scripts .venv/bin/python scratch/hopper_q2.py  # ~20 s
 
-Its output is scratch/hopper_q2.txt; scratch/q2_probe.py times the patch on the H200.
+Its output is scratch/hopper_q2.txt; scratch/q2_probe.py times the patch on the H200. With
+--patch it compiles only the module as scratch/rcp-mask.patch writes it (the "patch" lines).
 """
 
 # ruff: noqa: E501 (the patch quotes the module's own lines, as long as they are)
 import importlib.util
 import re
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -108,6 +110,20 @@ def patched(name, replacements):
     return module
 
 
+def from_patch(patch=Path(__file__).with_name("rcp-mask.patch")):
+    """The module as scratch/rcp-mask.patch writes it (RCP and MASK as they would ship: the
+    non-causal mask keeps its form), applied with git apply to a scratch copy."""
+    rel = "src/minimodel/attention_flash_hopper.py"
+    tmp = Path(tempfile.mkdtemp())
+    (tmp / rel).parent.mkdir(parents=True)
+    (tmp / rel).write_text(Path(h.__file__).read_text())
+    subprocess.run(["git", "apply", f"--include={rel}", str(patch.resolve())], cwd=tmp, check=True)
+    spec = importlib.util.spec_from_file_location("hopper_patch", tmp / rel)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def compile_kernel(module, head_dim, causal, dtype=torch.float16, windowed=False):
     """scripts/ptx_hopper.py's compile of `module`'s kernel (ping-pong on, as shipped)."""
     return ptx_hopper.compile_kernel(module, dtype, head_dim, causal, windowed, True)
@@ -136,9 +152,14 @@ def sass_count(cubin: bytes) -> int:
 
 
 def main():
-    for name, module in (("shipped", h), ("q2", patched("q2", Q2)), ("rcp", patched("rcp", RCP)),
-                         ("rcp_q2", patched("rcp_q2", RCP + Q2)),
-                         ("rcp_mask", patched("rcp_mask", RCP + MASK))):
+    if sys.argv[1:] == ["--patch"]:  # only the patch's module, as "patch" lines
+        return report([("patch", from_patch())])
+    report((("shipped", h), ("q2", patched("q2", Q2)), ("rcp", patched("rcp", RCP)),
+            ("rcp_q2", patched("rcp_q2", RCP + Q2)), ("rcp_mask", patched("rcp_mask", RCP + MASK))))
+
+
+def report(modules):
+    for name, module in modules:
         for head_dim in (64, 128):
             for causal, windowed in ((False, False), (True, False), (True, True)):
                 c = compile_kernel(module, head_dim, causal, windowed=windowed)
