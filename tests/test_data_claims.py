@@ -711,14 +711,23 @@ def noise_counts(impl: str) -> tuple[int, int, int]:
 
 
 def test_bench_cudnn_ahead_of_teaching_kernel():
+    """The sentence follows the counts: "all N points" when cuDNN wins everywhere (no
+    "others" to speak of), else the ties and any points minimodel wins, each counted."""
 
-    both, behind, _ = noise_counts("minimodel")
-    stated(
-        RESULTS,
-        f"cuDNN is faster than minimodel at {behind} of the {both} points of the grid by more "
-        f"than the noise floor ({median_spread():.1%}, the median spread "
-        "between rounds); the others are ties within it.",
-    )
+    both, behind, ahead = noise_counts("minimodel")
+    floor = f"the noise floor ({median_spread():.1%}, the median spread between rounds)"
+    if behind == both:
+        sentence = (f"cuDNN is faster than minimodel at all {both} points of the grid, each by "
+                    f"more than {floor}.")
+    else:
+        ties = both - behind - ahead
+        rest = (f"minimodel is faster at {ahead} and the other {ties} are ties within it"
+                if ahead else f"the other {ties} are ties within it")
+        sentence = (f"cuDNN is faster than minimodel at {behind} of the {both} points of the grid "
+                    f"by more than {floor}; {rest}.")
+    stated(RESULTS, sentence)
+    if behind == both:
+        assert "the others are ties" not in page(RESULTS)
 
 
 def test_bench_hopper_against_cudnn_over_grid():
@@ -2155,8 +2164,14 @@ def test_whole_suite_gpu_log_stated():
     assert "tree e1de77f" in smoke.splitlines()[0] and "tests/test_timing.py" in smoke
     stated("index.md", "each ran a smoke subset on the H200 after their reshaping "
                        "(`data/gpu-smoke-h200.log`)")
-    stated("index.md", f"the commit it ran on ({commit}), and its last line the counts: "
-                       f"{counts['passed']} passed, {counts['skipped']} skipped, none failed")
+    # the counts are the next-to-last line; the last is the wall time and exit status
+    *_, counts_line, last = log.rstrip().splitlines()
+    assert counts_line.startswith(f"{counts['passed']} passed, {counts['skipped']} skipped"), (
+        counts_line)
+    assert last.startswith("# wall time") and last.endswith("exit status 0"), last
+    stated("index.md", f"the commit it ran on ({commit}), and its next-to-last line the counts: "
+                       f"{counts['passed']} passed, {counts['skipped']} skipped, none failed "
+                       "(the last line gives the wall time and exit status)")
     stated("lab/02-flash-triton.md", "and other CPU-only tests; nothing failed there")
     stated(LAB02B, f"in the whole suite at commit {commit} (`data/gpu-tests-h200.log`), with the "
                    "wrapper's plans")
