@@ -117,7 +117,8 @@ ODD_HEAD_DIMS = [1, 3, 7, 20, 33, 100, 200, 256]
 @pytest.mark.parametrize("d", ODD_HEAD_DIMS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_any_head_dim(d, dtype):
-    nq, nk = (37, 45) if d <= 64 else (9, 20)  # past a 32 x 16 tile either way
+    # (37, 45): past the interpreter's 32 x 16 tile both ways; (9, 20): past a 16-key tile
+    nq, nk = (37, 45) if d <= 64 else (9, 20)
     q, k, v = make_qkv(1, 4, 2, nq, nk, d, dtype=dtype, seed=d)
     check_against_reference(q, k, v)
     check_against_reference(q, k, v, causal=True)
@@ -140,7 +141,7 @@ def test_any_strides(dtype, mask):
     offset = [storage_offset_by_one(1, 4, 40, 32, dtype=dtype),
               storage_offset_by_one(1, 2, 50, 32, dtype=dtype), randn(1, 2, 50, 32)]
     odd_rows = [randn(1, 4, 40, 34)[..., :32], randn(1, 2, 50, 35)[..., 3:],
-                randn(1, 2, 50, 33)[..., 1:]]  # rows 68, 70 or 66 elements apart
+                randn(1, 2, 50, 33)[..., 1:]]  # rows 34, 35 or 33 elements apart
     transposed = [randn(1, n, h, 20).transpose(1, 2) for n, h in ((40, 4), (50, 2), (50, 2))]
     assert offset[0].storage_offset() == 1 and offset[0].is_contiguous()
     for q, k, v in (strided, offset, odd_rows, transposed):
@@ -207,8 +208,9 @@ def test_inputs_that_require_grad_are_refused():
 
 
 # ~/~ begin <<docs/lab/02-flash-triton.md#flash-fwd-check-offsets>>[init]
-# The widest key tile the kernel may use: 16 in the interpreter, up to 128 compiled for a GPU
-# (a learner's tiles may differ from the solution's), so the sweep covers every residue.
+# Every residue of N_k - N_q modulo a key tile of up to KEY_TILE keys: the solution's tile is 16
+# keys in the interpreter and at most 128 on a GPU. A learner's wider tile in the interpreter is
+# swept through part of its residues only (a wider sweep would slow the CPU run).
 KEY_TILE = 128 if DEVICE == "cuda" else 16
 
 

@@ -34,11 +34,13 @@ def randn(*shape, dtype=torch.float32, seed=0):
 
 
 def raises_naming(error, call, *values):
-    """call() raises `error` whose message names every value (the words are not checked)."""
+    """call() raises `error` whose message names every value (the words are not checked). A shape
+    may be written as a tuple, (4,), or as a list, [4], as in torch.Size([4])."""
     with pytest.raises(error) as info:
         call()
     for value in values:
-        assert str(value) in str(info.value), (value, str(info.value))
+        forms = [str(value), str(list(value))] if isinstance(value, tuple) else [str(value)]
+        assert any(form in str(info.value) for form in forms), (value, str(info.value))
 # ~/~ end
 
 

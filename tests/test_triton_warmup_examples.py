@@ -248,12 +248,12 @@ def _row_sum_unmasked(x_ptr, out_ptr, n_cols, stride_row, BLOCK_N: tl.constexpr)
 
 
 def test_a_missing_mask_reads_the_canary():
-    buf = torch.full((3, 40), float("nan"), device=DEVICE)  # NaN past every row
+    buf = torch.full((3, 64), float("nan"), device=DEVICE)  # rows 64 apart, NaN after col 36
     x = buf[:, :37]
     x.fill_(1.0)
     out = torch.empty(3, device=DEVICE)
     _row_sum_unmasked[(3,)](x, out, 37, x.stride(0), BLOCK_N=64)
-    assert out.isnan().all()  # the lanes 37..63 of each row read NaN
+    assert out.isnan().all()  # the lanes 37..63 of each row read its own NaN, inside the buffer
     assert torch.equal(row_sum(x), torch.full((3,), 37.0, device=DEVICE))
 # ~/~ end
 # ~/~ end
