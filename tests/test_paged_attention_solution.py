@@ -24,9 +24,11 @@ from test_paged_attention import (
     check_decode_keys,
     check_prefill,
     check_row,
+    decode_args,
     fenced,
     make_cache,
     make_q,
+    prefill_args,
     spare_block,
     starts,
 )
@@ -1271,5 +1273,84 @@ def test_gpu_a_captured_decode_step_replays_without_a_sync(window):
             batch.advance(next_tokens)
     assert [batch.cache.manager.num_computed_tokens(s) for s in PROMPTS] == [
         len(p) + 6 for p in PROMPTS.values()]
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-check-solution-messages>>[init]
+SOLUTION_DECODE_MESSAGES = [  # the task's tests check what a refusal names; these, its words
+    (lambda: decode_args(q=make_q(2, 4, 32)[:, :, None]), {},
+     r"q must have rank 3 \(B, Hq, d\), got shape \(2, 4, 1, 32\)"),
+    (lambda: decode_args(v_pool=decode_args()["v_pool"][:-1]), {},
+     r"k_pool and v_pool must have the same shape, got \(7, 16, 2, 32\) and \(6, 16, 2, 32\)"),
+    (lambda: decode_args(q=make_q(2, 3, 32)), {},
+     r"query heads Hq=3 must be a multiple of kv heads Hkv=2"),
+    (lambda: decode_args(q=make_q(2, 4, 32).double()), {},
+     r"dtype torch.float64 is not supported: use float16, bfloat16 or float32"),
+    (lambda: decode_args(q=make_q(2, 4, 32).half()), {},
+     r"q and the pools must share one dtype, got torch.float16, torch.float32, torch.float32"),
+    (lambda: decode_args(q=torch.randn(2, 4, 32, device="meta")), {},
+     r"q, the pools, block_tables and context_lens must be on one device, got meta, "),
+    (lambda: decode_args(block_tables=decode_args()["block_tables"].long()), {},
+     r"block_tables must be int32, got torch.int64"),
+    (lambda: decode_args(context_lens=decode_args()["context_lens"].long()), {},
+     r"context_lens must be int32, got torch.int64"),
+    (lambda: decode_args(context_lens=decode_args()["context_lens"][:1]), {},
+     r"batch mismatch: B=2, block_tables \(2, 5\), context_lens \(1,\)"),
+    (lambda: decode_args(context_lens=starts(5, 81)), {},
+     r"context_lens must lie in \[0, 80\] \(max_blocks x block_size\), got min 5, max 81"),
+    (lambda: decode_args(context_lens=starts(-1, 4)), {},
+     r"context_lens must lie in \[0, 80\] \(max_blocks x block_size\), got min -1, max 4"),
+    (decode_args, {"max_context_len": 81}, r"max_context_len must be an int in \[0, 80\], got 81"),
+    (decode_args, {"max_context_len": -1}, r"max_context_len must be an int in \[0, 80\], got -1"),
+    (decode_args, {"num_splits": 0}, r"num_splits must be an int in \[1, 256\], got 0"),
+    (decode_args, {"window": 0}, r"window must be >= 1 \(a query always sees itself\), got 0"),
+    (decode_args, {"scale": -1.0}, r"scale must be finite and positive, got -1.0"),
+    (lambda: decode_args(k_pool=torch.randn(4, 12, 2, 32, device=DEVICE),
+                         v_pool=torch.randn(4, 12, 2, 32, device=DEVICE)), {},
+     r"block_size must be a power of two in \[8, 128\], got 12"),
+    (lambda: decode_args(q=make_q(2, 4, 32).requires_grad_()), {},
+     r"paged attention is forward-only \(q or a pool requires grad\)"),
+]
+
+
+@pytest.mark.parametrize(("make", "kwargs", "match"), SOLUTION_DECODE_MESSAGES)
+def test_the_decode_refusals_word_for_word(make, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        paged_decode(**make(), **kwargs)
+
+
+@pytest.mark.parametrize("d", [8, 20, 264])
+def test_the_head_dim_refusal_word_for_word(d):
+    k, v, k_pool, v_pool, table, lens = make_cache([5, 40], 2, d, 16)
+    with pytest.raises(ValueError, match=rf"head_dim must be a multiple of 8 in \[16, 256\], "
+                                         rf"got d={d}"):
+        paged_decode(make_q(2, 4, d), k_pool, v_pool, table, lens)
+
+
+SOLUTION_PREFILL_MESSAGES = [
+    (lambda: prefill_args(q=make_q(9, 4, 32)[None]), {},
+     r"q must have rank 3 \(total_q, Hq, d\), got shape \(1, 9, 4, 32\)"),
+    (lambda: prefill_args(query_start_loc=starts(1, 4, 9)), {},
+     r"query_start_loc must rise from 0 to total_q=9, got first 1, last 9, smallest step 3"),
+    (lambda: prefill_args(query_start_loc=starts(0, 4, 8)), {},
+     r"query_start_loc must rise from 0 to total_q=9, got first 0, last 8, smallest step 4"),
+    (lambda: prefill_args(query_start_loc=starts(0, 6, 4)), {},
+     r"query_start_loc must rise from 0 to total_q=9, got first 0, last 4, smallest step -2"),
+    (lambda: prefill_args(query_start_loc=starts(0, 6, 4, 9)), {}, r"batch mismatch: B=3, "),
+    (lambda: prefill_args(query_start_loc=starts(0, 6, 9).long()), {},
+     r"query_start_loc must be int32, got torch.int64"),
+    (lambda: prefill_args(q=make_q(9, 5, 32)), {},
+     r"query heads Hq=5 must be a multiple of kv heads Hkv=2"),
+    (prefill_args, {"causal": False, "window": 4}, r"window=4 needs causal=True"),
+    (prefill_args, {"max_query_len": 10}, r"max_query_len must be an int in \[0, 9\], got 10"),
+    (lambda: prefill_args(query_start_loc=starts(0)), {},
+     r"query_start_loc must hold B \+ 1 >= 2 offsets, got shape \(1,\)"),
+]
+
+
+@pytest.mark.parametrize(("make", "kwargs", "match"), SOLUTION_PREFILL_MESSAGES)
+def test_the_prefill_refusals_word_for_word(make, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        paged_prefill(**make(), **kwargs)
 # ~/~ end
 # ~/~ end

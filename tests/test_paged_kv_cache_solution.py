@@ -1,6 +1,6 @@
 # ~/~ begin <<docs/lab/03-paged-attn-reading.md#tests/test_paged_kv_cache_solution.py>>[init]
-"""The paged cache with the solution's copy-on-write switched off (tangled from
-docs/lab/03-paged-attn-reading.md; not run by `make check-mine`)."""
+"""The paged cache with the solution's copy-on-write switched off, and its messages word for word
+(tangled from docs/lab/03-paged-attn-reading.md; not run by `make check-mine`)."""
 
 import pytest
 import test_paged_kv_cache as lab  # the lab's server (a module: its tests are not re-collected)
@@ -19,6 +19,27 @@ def test_without_copy_on_write_the_forked_parent_goes_wrong(monkeypatch):
     bad = lab.mismatches(model, server.done)
     assert lab.A in bad  # the parent read the key its child wrote into their shared block
     assert set(bad) <= {lab.A, lab.A2}  # nothing else shared a written block
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03-paged-attn-reading.md#paged-kv-check-solution-messages>>[init]
+def test_the_caches_messages_word_for_word():
+    model = lab.make_model(lab.CONFIG)
+    cache = lab.PagedKVCache(lab.CONFIG, 8, 4, dtype=torch.float64)
+    cache.allocate(0, [1, 2, 3])
+    tokens = torch.tensor([[1, 2, 3]])
+    for call, match in [
+        (lambda: model(tokens, torch.arange(3)[None], cache), r"no sequences selected"),
+        (lambda: model(tokens, torch.arange(1, 4)[None], cache.select([0])),
+         r"sequence 0 has computed 0 tokens: its next position is 0, got 1"),
+        (lambda: model(torch.tensor([[1, 2, 3, 4]]), torch.arange(4)[None], cache.select([0])),
+         r"sequence 0 has slots for 3 tokens, got position 3: call append_slot first"),
+        (lambda: cache.select([0, 0]),
+         r"select needs distinct live sequence ids, got \(0, 0\) \(not live: \[\]\)"),
+        (lambda: cache.select([5]), r"not live: \[5\]"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            call()
 # ~/~ end
 
 
