@@ -1331,7 +1331,8 @@ def test_hopper_ablation_stated():
     assert min(persist.values()) > 0 and lo == (8192, True) and hi == (512, False)
     stated(LAB02B, f"from {persist[lo]:.1%} (causal, \\(N = 8192\\)) to {persist[hi]:.1%} (no "
                    "mask, \\(N = 512\\)) over one program per pair of items")
-    assert persist[(512, True)] > 0  # "has the persistent grid ahead too"
+    assert persist[(512, True)] > 0  # "causal \(N = 512\) included"
+    stated(LAB02B, "over one program per pair of items, causal \\(N = 512\\) included")
     behind, ahead = min(pingpong, key=pingpong.get), max(pingpong, key=pingpong.get)
     assert all(abs(x) < 0.02 for x in pingpong.values())
     assert behind == (8192, True) and ahead == (8192, False)
@@ -1341,6 +1342,29 @@ def test_hopper_ablation_stated():
     stated(LAB02B, f"from \\(N = 2048\\) on ({min(long):.3f} to {max(long):.2f}), and at "
                    f"\\(N = 512\\) reaches {cudnn[(512, False)]:.2f} without a mask and "
                    f"{cudnn[(512, True)]:.2f} causal")
+
+
+def test_hopper_drafts_grid_at_512_stated():
+    """Lab 02 part 2: the eager drafts disagree at causal N = 512, d = 128, fp16: one program per
+    item ahead of draft 2's persistent grid, one program per pair behind draft 3's."""
+    data = json.loads((ROOT / "data" / "flash-hopper-drafts-h200.json").read_text())
+
+    def rate(draft: str, persistent: bool) -> float:
+        run = next(r for r in data["runs"] if r["draft"] == draft)
+        return next(p["hopper"] for v in run["variants"]
+                    if v["cfg"]["d"] == 128 and v["cfg"].get("dtype", "float16") == "float16"
+                    and v["cfg"].get("PERSISTENT") is persistent
+                    and not {"PINGPONG", "STAGES"} & v["cfg"].keys()
+                    for p in v["perf"] if p["n"] == 512 and p["causal"])
+
+    item, grid2 = rate("draft 2", False), rate("draft 2", True)
+    pair, grid3 = rate("draft 3 (kept)", False), rate("draft 3 (kept)", True)
+    assert "one program per item" in next(r["change"] for r in data["runs"]
+                                          if r["draft"] == "draft 2")
+    assert item > grid2 and pair < grid3  # "ahead of", "behind"
+    stated(LAB02B, f"one program per *item* ran ahead of draft 2's persistent grid ({item:.0f} "
+                   f"against {grid2:.0f} TFLOP/s), but one program per pair behind draft 3's "
+                   f"({pair:.0f} against {grid3:.0f} TFLOP/s)")
 
 
 def test_host_path_parts_stated():
