@@ -2644,6 +2644,15 @@ def test_mask_probe_stated():
                    f"and {count_w:,} windowed, with no spill")
 
 
+def test_pending_gpu_patch_still_applies():
+    """scratch/next-src.patch (source changes waiting for a GPU run: flash_attention's grid-axis
+    refusal, an odd work-item count in the Hopper test) must keep applying to the pages and the
+    package as they change, until a GPU session lands it."""
+    applied = subprocess.run(["git", "apply", "--check", "scratch/next-src.patch"], cwd=ROOT,
+                             capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+
+
 def test_fp8_order_compile_stated():
     """Lab 03 part 2, the 8-bit cache: the decode kernel compiled for sm_90 with and without the
     longest-first order (scratch/fp8_sass.py's output, scratch/fp8_sass_order.txt)."""
