@@ -82,7 +82,8 @@ def acceptance(data: dict) -> str:
     for key in bar_points(data):
         fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
         met = "yes" if ours >= 1.3 * fa2 and ours > flex else "**no**"
-        rows.append([*point(key), f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex), met])
+        ratios = [ratio(ours, fa2, ".3f"), ratio(ours, flex, ".3f")]  # 1.299 must not read 1.30
+        rows.append([*point(key), f"{ours:.0f}", *ratios, met])
     header = "dtype | causal | N | minimodel TFLOP/s | ÷ SDPA FA2 (≥ 1.30) | ÷ Flex (> 1) | met"
     return markdown_table(header, rows)
 
@@ -106,7 +107,7 @@ def shortfalls(data: dict) -> str:
         key = grid_key(dtype, d, n, causal)
         ours, fa2, flex = (rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex"))
         if ours < 1.3 * fa2 or ours <= flex:
-            cells = [f"{ours:.0f}", ratio(ours, fa2), ratio(ours, flex)]
+            cells = [f"{ours:.0f}", ratio(ours, fa2, ".3f"), ratio(ours, flex, ".3f")]
             rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
     return markdown_table("dtype | d | causal | N | TFLOP/s | ÷ FA2 | ÷ Flex", rows)
 

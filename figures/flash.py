@@ -38,7 +38,8 @@ def bytes_table() -> str:
             i = flops_of(1, 1, n, n, d) / nbytes
             roofs = [f"{c.attainable(i) / 1e12:,.0f}" for c in (datasheet, measured)]
             rows.append([n, d, label, mib(nbytes), f"{i:,.1f}", *roofs])
-    header = "N | d | bytes counted | MiB per head | I (FLOP/B) | attainable TFLOP/s, datasheet"
+    header = "N | d | bytes counted | MiB per head | I (FLOP/B)"
+    header += " | attainable TFLOP/s (two roofs), datasheet"
     header += f" (ridge {datasheet.ridge:.0f}) | measured roofs (ridge {measured.ridge:.0f})"
     return markdown_table(header, rows)
 

@@ -58,7 +58,7 @@ def naive_table() -> str:
         cells = [f"{flops / 1e6:,.1f}", f"{nbytes / 2**20:,.3f}", f"{i:.1f}", bound]
         rows.append([label, n, *cells, f"{rate / 1e12:.0f}", f"{flops / rate * 1e6:.2f}"])
     header = f"bytes counted | N | MFLOP | MiB moved | I (FLOP/B) | bound (ridge {h200.ridge:.0f})"
-    return markdown_table(f"{header} | attainable TFLOP/s | floor time (µs)", rows)
+    return markdown_table(f"{header} | attainable TFLOP/s (two roofs) | floor time (µs)", rows)
 
 
 def exp_roof_table() -> str:
