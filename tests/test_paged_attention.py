@@ -1,12 +1,11 @@
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#tests/test_paged_attention.py>>[init]
 """Checks of the paged decode and prefill kernels (tangled from docs/lab/03b-paged-kernels.md)."""
 
-import re
-
 import pytest
 import torch
 import triton
 from test_attention_flash import attention_same_dtype
+from test_block_manager import raises_naming  # part 1's: a message names each value
 
 from minimodel.paged_attention import paged_decode, paged_prefill
 from minimodel.reference import attention_ref
@@ -379,18 +378,6 @@ def fenced(t, poison):
         view = buf[:rows, : 2 * cols : 2]
     view.copy_(t)
     return view
-
-
-def raises_naming(call, *values):
-    """call() raises ValueError whose message names every value as a whole word or number (the
-    words around them are not checked): 3 is not named by 30 or 2.3; a name may follow a dot
-    (torch.float64 names float64)."""
-    with pytest.raises(ValueError) as info:
-        call()
-    message = str(info.value)
-    for value in map(str, values):
-        before = r"(?<!\w)(?<!\d\.)" if value[:1].isdigit() else r"(?<!\w)"
-        assert re.search(rf"{before}{re.escape(value)}(?![\w]|\.\d)", message), (value, message)
 
 
 def check_decode_keys(out, lse, q, k, v, seq, keep):

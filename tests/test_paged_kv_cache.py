@@ -1,10 +1,9 @@
 # ~/~ begin <<docs/lab/03-paged-attn-reading.md#tests/test_paged_kv_cache.py>>[init]
 """Checks of the paged KV cache serving MiniGPT (tangled from docs/lab/03-paged-attn-reading.md)."""
 
-import re
-
 import pytest
 import torch
+from test_block_manager import named  # the block manager's tests: a message names a value
 
 from minimodel.minigpt import KVCache, MiniGPT, MiniGPTConfig
 from minimodel.paged_kv_cache import PagedKVCache
@@ -198,12 +197,6 @@ def test_window_releases_blocks_and_matches_decoding_each_alone():
         server.step()
     assert released >= 5  # the window gave blocks back, or 14 blocks would not have sufficed
     assert mismatches(model, server.done) == {}
-
-
-def named(value: object, message: str) -> bool:
-    """Whether the message names value as a whole number (3 is not named by 30 or 2.3)."""
-    pattern = rf"(?<!\w)(?<!\d\.){re.escape(str(value))}(?![\w]|\.\d)"
-    return re.search(pattern, message) is not None
 
 
 def test_the_cache_refuses_what_it_cannot_serve():
