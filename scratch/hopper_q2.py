@@ -96,6 +96,14 @@ MASK = [("""        j = start_n + offs_n[None, :]
         s = gl.where(visible, s, float("-inf"))""")]
 
 
+def load(name, path):
+    """The module at `path`, imported as hopper_<name>."""
+    spec = importlib.util.spec_from_file_location(f"hopper_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def patched(name, replacements):
     src = Path(h.__file__).read_text()
     for old, new in replacements:
@@ -104,24 +112,19 @@ def patched(name, replacements):
         src = src.replace(old, new)
     path = Path(tempfile.mkdtemp()) / f"hopper_{name}.py"
     path.write_text(src)
-    spec = importlib.util.spec_from_file_location(f"hopper_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load(name, path)
 
 
-def from_patch(patch=Path(__file__).with_name("rcp-mask.patch")):
+def from_patch():
     """The module as scratch/rcp-mask.patch writes it (RCP and MASK as they would ship: the
     non-causal mask keeps its form), applied with git apply to a scratch copy."""
     rel = "src/minimodel/attention_flash_hopper.py"
     tmp = Path(tempfile.mkdtemp())
     (tmp / rel).parent.mkdir(parents=True)
     (tmp / rel).write_text(Path(h.__file__).read_text())
-    subprocess.run(["git", "apply", f"--include={rel}", str(patch.resolve())], cwd=tmp, check=True)
-    spec = importlib.util.spec_from_file_location("hopper_patch", tmp / rel)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    patch = Path(__file__).resolve().with_name("rcp-mask.patch")
+    subprocess.run(["git", "apply", f"--include={rel}", str(patch)], cwd=tmp, check=True)
+    return load("patch", tmp / rel)
 
 
 def compile_kernel(module, head_dim, causal, dtype=torch.float16, windowed=False):
