@@ -63,7 +63,7 @@ def check_hopper(q, k, v, **kwargs):
 HOPPER_SHAPES = [  # (B, Hq, Hkv, Nq, Nk, d)
     (2, 4, 2, 1000, 1000, 128), (1, 4, 4, 77, 300, 64), (1, 4, 1, 300, 129, 128),
     (3, 2, 2, 64, 64, 64), (1, 2, 2, 200, 100, 128), (1, 8, 2, 2048, 2048, 128),
-    (3, 3, 3, 129, 129, 64),  # 2 items per head x 9 heads: an odd number of items
+    (3, 3, 3, 257, 257, 64),  # 3 items per head x 9 heads: 27, an odd number (a pair of one)
     (4, 40, 8, 513, 513, 128),  # 800 items: each program loops over several pairs
     (1, 2, 1, 1, 4097, 128),  # one query row against many keys
 ]

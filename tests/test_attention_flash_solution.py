@@ -150,6 +150,7 @@ def test_other_tiles_across_a_whole_tile_of_offsets(monkeypatch, block_m, block_
          r"share one dtype"),
         (lambda: (*make_qkv(1, 2, 2, 8, 8, 32)[:2], torch.randn(1, 2, 8, 32, device="meta")), {},
          r"must be on one device"),
+        (lambda: make_qkv(2048, 32, 32, 1, 1, 8), {}, r"B \* Hq = 2048 \* 32 = 65536"),
     ],
 )
 def test_the_solutions_messages(make, kwargs, match):

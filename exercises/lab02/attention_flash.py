@@ -44,7 +44,8 @@ def flash_attention(
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
 
     Raises ValueError for d outside [1, 256], float64, inputs that require grad, a device the
-    kernel cannot run on, and the reference's own checks (ranks, shapes, masks, scale).
+    kernel cannot run on, B * Hq above 65,535 (one program per pair on a grid axis), and the
+    reference's own checks (ranks, shapes, masks, scale).
     """
 # ~/~ end
     raise NotImplementedError(

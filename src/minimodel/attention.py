@@ -1,6 +1,6 @@
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#src/minimodel/attention.py>>[init]
 """minimodel's public attention entry point: one call on contiguous tensors that picks the kernel
-(one query token: the decode kernel reading the cache in place; more: Lab 02's Flash kernel),
+(one query token: the decode kernel reading the cache in place; more: Lab 02's Flash kernels),
 registered as the custom op torch.ops.minimodel.attention so that torch.compile keeps a model
 that calls it in one graph; the paged calls, and a paged KV cache for MiniGPT that attends
 through them.
@@ -146,8 +146,9 @@ def attention(
     bfloat16 under the interpreter); any d from 1 to 256. Nq == 1 (a decode step) runs the
     paged decode kernel on the cache in place, split across programs when the batch is small
     (a d that is not a multiple of 8 in [16, 256] is zero-padded, which copies the cache);
-    Nq > 1 runs Lab 02's `flash_attention`. causal aligns bottom-right; window=W (causal only)
-    keeps the W latest keys.
+    Nq > 1 runs Lab 02 part 2's Hopper kernel where it applies (float16 / bfloat16 on a Hopper
+    GPU, d <= 128, not a short causal call at d <= 64: SHORT_CAUSAL), else Lab 02's
+    `flash_attention`. causal aligns bottom-right; window=W (causal only) keeps the W latest keys.
 
     Returns O: (B, Hq, Nq, d) in q's dtype and, with return_lse, the natural-log log-sum-exp
     (B, Hq, Nq) in float32. Forward only: inputs that require grad are refused (call it under

@@ -14,6 +14,7 @@ from minimodel.kernels import (
     INTERPRET,
     LN2,
     LOG2E,
+    MAX_GRID_Y,
     SUPPORTED_DTYPES,
     check_forward_only,
     key_range,
@@ -247,10 +248,14 @@ def flash_attention(
     (B, Hq, Nq) in float32. A row with no visible key gives zeros and lse = -inf.
 
     Raises ValueError for d outside [1, 256], float64, inputs that require grad, a device the
-    kernel cannot run on, and the reference's own checks (ranks, shapes, masks, scale).
+    kernel cannot run on, B * Hq above 65,535 (one program per pair on a grid axis), and the
+    reference's own checks (ranks, shapes, masks, scale).
     """
 # ~/~ end
     b, hq, hkv, nq, nk, d = check_attention_inputs(q, k, v)
+    if b * hq > MAX_GRID_Y:  # one program per (batch, head) pair on the grid's second axis
+        raise ValueError(f"flash_attention: B * Hq = {b} * {hq} = {b * hq} programs on the grid's "
+                         f"second axis, more than CUDA's {MAX_GRID_Y}")
     check_mask_args(causal, window)
     tau = resolve_scale(scale, d)  # 1/sqrt(d) of the caller's d, whatever the padding
     _check_kernel_inputs(q, k, v, d)

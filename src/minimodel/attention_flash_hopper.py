@@ -189,12 +189,13 @@ def _softmax_step(sh, s, m_i, l_i, start_n, full_lo, full_hi, offs_n, pos_i):
     """The online softmax on raw scores s = q_i.k_j of the key tile at start_n: returns P~,
     alpha_i, m'_i^new and l_i^new (m' in base-2 units, as in part 1)."""
     if (start_n < full_lo) | (start_n + s.shape[1] > full_hi):  # a boundary tile: mask
-        j = start_n + offs_n[None, :]
-        visible = j < sh.n_k
-        if sh.CAUSAL:
-            visible = visible & (j <= pos_i[:, None])
-        if sh.WINDOWED:
-            visible = visible & (j > pos_i[:, None] - sh.window)
+        if sh.CAUSAL:  # j <= i and j < N_k: one comparison with the row's last visible column
+            last = gl.minimum(pos_i - start_n, sh.n_k - 1 - start_n)
+            visible = offs_n[None, :] <= last[:, None]
+        else:
+            visible = start_n + offs_n[None, :] < sh.n_k
+        if sh.WINDOWED:  # j > i - W, in the tile's columns
+            visible = visible & (offs_n[None, :] > (pos_i - sh.window - start_n)[:, None])
         s = gl.where(visible, s, float("-inf"))
     m_new = gl.maximum(m_i, gl.max(s, 1) * sh.qk_scale)  # tau' > 0 commutes with max
     m_use = gl.where(m_new == float("-inf"), 0.0, m_new)  # a row that has seen nothing
@@ -291,7 +292,7 @@ def _consumer(sh, WG: gl.constexpr):
 
             empty = l_i == 0.0  # rows that saw no key: O = 0 and lse = -inf, never NaN
             l_safe = gl.where(empty, 1.0, l_i)
-            out = acc / gl.convert_layout(l_safe, row_o)[:, None]  # O_i = acc_i / l_i
+            out = acc * gl.convert_layout(1.0 / l_safe, row_o)[:, None]  # O_i = acc_i / l_i
             tma.store_wait(0)  # the previous item's O has left o_tile
             o_tile.reshape([HALF, HEAD_DIM]).store(out.to(dtype))
             fence_async_shared()  # the TMA (async proxy) reads what these threads wrote

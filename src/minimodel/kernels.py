@@ -20,7 +20,8 @@ from triton.runtime import driver
 
 from minimodel.checks import check_int  # the kernels' integer arguments: checked as everywhere
 
-__all__ = ["INTERPRET", "LN2", "LOG2E", "MAX_PLANS", "SEEN", "SUPPORTED_DTYPES", "Prepared",
+__all__ = ["INTERPRET", "LN2", "LOG2E", "MAX_GRID_X", "MAX_GRID_Y", "MAX_PLANS", "SEEN",
+           "SUPPORTED_DTYPES", "Prepared",
            "TmaArg", "capability", "cdiv", "check_forward_only", "check_int", "keep", "key_range",
            "launch", "next_power_of_2", "num_sms", "padded_width", "planned", "signature",
            "tma_layout", "tma_ready", "tma_strides"]
@@ -31,6 +32,7 @@ INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 LOG2E = 1.4426950408889634  # exp(x) = 2^(x log2 e)
 LN2 = tl.constexpr(0.6931471805599453)  # log(x) = log2(x) ln 2; Gluon's constexpr is this one
 SUPPORTED_DTYPES = (torch.float16, torch.bfloat16, torch.float32)  # of the Triton kernels
+MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's first and second axes
 # ~/~ end
 
 

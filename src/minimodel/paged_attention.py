@@ -17,6 +17,8 @@ from minimodel.kernels import (
     INTERPRET,
     LN2,
     LOG2E,
+    MAX_GRID_X,
+    MAX_GRID_Y,
     SUPPORTED_DTYPES,
     Prepared,
     capability,
@@ -640,9 +642,6 @@ def choose_num_splits(batch: int, n_kv_heads: int, context_len: int, block_n: in
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-validate>>[init]
-MAX_GRID_X, MAX_GRID_Y = 2**31 - 1, 65535  # CUDA's limits on a grid's first and second axes
-
-
 def _check_tensor(name: str, t: object, rank: int, shape_doc: str) -> torch.Tensor:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
