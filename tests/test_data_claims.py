@@ -2207,7 +2207,8 @@ def test_whole_suite_gpu_log_stated():
     # every skip is of the CPU path or of entangled (the index: "The skips are ...")
     skips = [ln for ln in log.splitlines() if ln.startswith("SKIPPED")]
     assert skips and all(any(w in ln for w in ("entangled", "interpreter", "CPU", "has a GPU",
-                                                "without CUDA", "own tiles", "own configs", "CI compares the trees"))
+                                                "without CUDA", "own tiles", "own configs",
+                                                "CI compares the trees"))
                          for ln in skips), skips
     # the Hopper file passed there too: its one skip is the CPU refusal
     skips = [ln for ln in skips if "flash_hopper" in ln]
@@ -2513,10 +2514,9 @@ def test_prefill_profile_stated():
                                 probe, re.M).group(1))
     stated(LAB02B, f"Ours takes\n{cyc[0]:,.0f} cycles against cuDNN's {cyc[1]:,.0f}, "
                    f"{cyc[0] / cyc[1]:.2f} times as many (under graph replay, in the mask probe\n"
-                   f"below, it took {graph:.2f} times cuDNN's time), and issues {ipc[0]:.2f} instructions "
-                   f"per active cycle of an SM\nagainst {ipc[1]:.2f}, for about as many "
-                   f"instructions "
-                   f"({inst[0] / 1e6:.1f} against {inst[1] / 1e6:.1f} million)")
+                   f"below, it took {graph:.2f} times cuDNN's time), and issues {ipc[0]:.2f} "
+                   f"instructions per active cycle of an SM\nagainst {ipc[1]:.2f}, for about as "
+                   f"many instructions ({inst[0] / 1e6:.1f} against {inst[1] / 1e6:.1f} million)")
     # ncu's kilobytes (1,000 bytes, two decimals): ours is the compile's exact count, cuDNN's
     # the most a block may have (227 KiB)
     ours_bytes = int(re.search(r"shipped d=128 causal=True: shared (\d+) B",
