@@ -25,7 +25,8 @@ def points(data: dict, anchor: int) -> tuple[list[dict], list[str]]:
         f = flops(case)
         i_model = f / sum(k["read"] + k["write"] for k in model(case, entry["params"]).values())
         rate_model = roof.attainable(i_model, head_dim=case.d)
-        point = {"case": case, "i_model": i_model, "rate_model": rate_model}
+        point = {"case": case, "label": f"{LABEL[case.impl]} {case.heads}"}
+        point |= {"i_model": i_model, "rate_model": rate_model}
         point |= {"i_meas": f / dram_bytes(entry["all"]), "rate_meas": f / entry["device_s"]}
         out.append(point | {"device_s": entry["device_s"], "call_s": entry["call_s"]})
     return out, missing
