@@ -48,18 +48,24 @@ def grid_values(data: dict, field: str) -> list[int]:
     return sorted({r[field] for r in data["records"] if r["group"] == "fa2"})
 
 
-def grid(data: dict, dtypes, lengths=None):
-    """(dtype, d, causal, N) of FlashAttention-2's grid, in the tables' order."""
+def grid(data: dict, dtypes, lengths=None) -> list[tuple]:
+    """The keys of FlashAttention-2's grid (grid_key's), in the tables' order."""
     dims, lengths = grid_values(data, "d"), lengths or grid_values(data, "n")
-    return itertools.product(dtypes, dims, (False, True), lengths)
+    points = itertools.product(dtypes, dims, (False, True), lengths)
+    return [grid_key(dtype, d, n, causal) for dtype, d, causal, n in points]
+
+
+def point(key: tuple, d: bool = True) -> list:
+    """The dtype, d (unless not `d`), causal and N cells of a grid point."""
+    return [key[1], *([key[2]] if d else []), yes(key[5]), f"{key[3]:,}"]
 
 
 def grid_table(data: dict, dtype: str) -> str:
     idx, rows = index(data["records"]), []
-    for _, d, causal, n in grid(data, [dtype]):
-        r = {i: rate(idx, grid_key(dtype, d, n, causal), i) for i in IMPLS}
+    for key in grid(data, [dtype]):
+        r = {i: rate(idx, key, i) for i in IMPLS}
         ratios = [ratio(r[i], r["sdpa_cudnn"]) for i in OURS]
-        rows.append([d, yes(causal), f"{n:,}", *(tflops(r[i]) for i in IMPLS), *ratios])
+        rows.append([*point(key)[1:], *(tflops(r[i]) for i in IMPLS), *ratios])
     # Ratios to cuDNN only: more columns would not fit the page.
     header = ["d", "causal", "N", *(label for label, _, _ in IMPLS.values())]
     return markdown_table([*header, "minimodel ÷ cuDNN", "Hopper ÷ cuDNN"], rows)
@@ -71,11 +77,6 @@ def bar_points(data: dict) -> list[tuple]:
     return [grid_key(dtype, BAR_D, n, causal) for dtype, causal, n in points if n >= BAR_MIN_N]
 
 
-def point(key: tuple) -> list:
-    """The dtype, causal and N cells of a grid point."""
-    return [key[1], yes(key[5]), f"{key[3]:,}"]
-
-
 def acceptance(data: dict) -> str:
     """Lab 02's bar for the teaching kernel: >= 1.3x SDPA FA2 and faster than Flex."""
     idx, rows = index(data["records"]), []
@@ -83,7 +84,7 @@ def acceptance(data: dict) -> str:
         fa2, flex, ours = (rate(idx, key, i) for i in ("sdpa_flash", "flex", "minimodel"))
         met = "yes" if ours >= 1.3 * fa2 and ours > flex else "**no**"
         ratios = [ratio(ours, fa2, ".3f"), ratio(ours, flex, ".3f")]  # 1.299 must not read 1.30
-        rows.append([*point(key), f"{ours:.0f}", *ratios, met])
+        rows.append([*point(key, d=False), f"{ours:.0f}", *ratios, met])
     header = "dtype | causal | N | minimodel TFLOP/s | ÷ SDPA FA2 (≥ 1.30) | ÷ Flex (> 1) | met"
     return markdown_table(header, rows)
 
@@ -94,8 +95,8 @@ def acceptance_hopper(data: dict) -> str:
     for key in bar_points(data):
         ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
         met = "yes" if ours >= HOPPER_BAR * cudnn else "**no**"
-        bar = tflops(cudnn, scale=HOPPER_BAR)
-        rows.append([*point(key), tflops(cudnn), bar, tflops(ours), ratio(ours, cudnn), met])
+        cells = [tflops(cudnn), tflops(cudnn, scale=HOPPER_BAR), tflops(ours), ratio(ours, cudnn)]
+        rows.append([*point(key, d=False), *cells, met])
     header = f"dtype | causal | N | cuDNN TFLOP/s | {HOPPER_BAR:.2f} × cuDNN | Hopper TFLOP/s"
     return markdown_table(f"{header} | ÷ cuDNN | met (≥ {HOPPER_BAR:.2f})", rows)
 
@@ -103,24 +104,21 @@ def acceptance_hopper(data: dict) -> str:
 def shortfalls(data: dict) -> str:
     """The grid's points where Lab 02's kernel is under 1.3x FA2 or not faster than Flex."""
     idx, rows = index(data["records"]), []
-    for dtype, d, causal, n in grid(data, sorted(DTYPES)):  # bfloat16 first
-        key = grid_key(dtype, d, n, causal)
+    for key in grid(data, sorted(DTYPES)):  # bfloat16 first
         ours, fa2, flex = (rate(idx, key, i) for i in ("minimodel", "sdpa_flash", "flex"))
         if ours < 1.3 * fa2 or ours <= flex:
-            cells = [f"{ours:.0f}", ratio(ours, fa2, ".3f"), ratio(ours, flex, ".3f")]
-            rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
+            ratios = [ratio(ours, fa2, ".3f"), ratio(ours, flex, ".3f")]
+            rows.append([*point(key), f"{ours:.0f}", *ratios])
     return markdown_table("dtype | d | causal | N | TFLOP/s | ÷ FA2 | ÷ Flex", rows)
 
 
 def hopper_short(data: dict) -> str:
     """The Hopper kernel against cuDNN at N = 512 and 1,024, beside the teaching kernel's ratio."""
     idx, rows = index(data["records"]), []
-    for dtype, d, causal, n in grid(data, DTYPES, SHORT):
-        key = grid_key(dtype, d, n, causal)
+    for key in grid(data, DTYPES, SHORT):
         ours, cudnn = rate(idx, key, "minimodel_hopper"), rate(idx, key, "sdpa_cudnn")
         teaching = ratio(rate(idx, key, "minimodel"), cudnn)
-        cells = [tflops(ours), tflops(cudnn), ratio(ours, cudnn), teaching]
-        rows.append([dtype, d, yes(causal), f"{n:,}", *cells])
+        rows.append([*point(key), tflops(ours), tflops(cudnn), ratio(ours, cudnn), teaching])
     header = "dtype | d | causal | N | Hopper TFLOP/s | cuDNN TFLOP/s | Hopper ÷ cuDNN"
     return markdown_table(f"{header} | minimodel ÷ cuDNN", rows)
 

@@ -87,6 +87,7 @@ def rows(data: dict) -> list[dict]:
             row = {"case": case, "kernel": name, "model": m, "dram": dram_bytes(cold)}
             row |= {"dram_read": read, "l2_write": l2_written(cold), "l2_to_sm": cold.get(L2_TO_SM)}
             row |= {"warm": warm_read + warm["dram__bytes_write.sum"], "warm_read": warm_read}
+            row |= {"dram_model": m["read"] + m["write"], "tiled": m.get("read_tiled")}
             out.append(row)
     return out
 
@@ -95,19 +96,18 @@ def mib(x: float | None) -> str:
     return DASH if x is None else format(x / MIB, ",.3f" if x < 10 * MIB else ",.1f")
 
 
-def compared(dram_model, dram, tiled, l2_to_sm, warm) -> list[str]:
+def compared(t: dict) -> list[str]:
     """The cells model, measured, ratio for DRAM and for L2 to the SMs, then warm DRAM."""
-    dram_cells = [mib(dram_model), mib(dram), ratio(dram, dram_model, ".3f")]
-    return [*dram_cells, mib(tiled), mib(l2_to_sm), ratio(l2_to_sm, tiled, ".3f"), mib(warm)]
+    dram = [mib(t["dram_model"]), mib(t["dram"]), ratio(t["dram"], t["dram_model"], ".3f")]
+    l2 = [mib(t["tiled"]), mib(t["l2_to_sm"]), ratio(t["l2_to_sm"], t["tiled"], ".3f")]
+    return [*dram, *l2, mib(t["warm"])]
 
 
 def measured_table(data: dict) -> str:
     body = []
     for row in rows(data):
-        c, m = row["case"], row["model"]
-        dram_model, tiled = m["read"] + m["write"], m.get("read_tiled")
-        cells = compared(dram_model, row["dram"], tiled, row["l2_to_sm"], row["warm"])
-        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, f"`{row['kernel']}`", *cells])
+        c = row["case"]
+        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, f"`{row['kernel']}`", *compared(row)])
     header = "N | implementation | heads | kernel | DRAM model | DRAM measured | ratio"
     return markdown_table(f"{header} | L2→SM model | L2→SM measured | ratio | DRAM, warm", body)
 
@@ -119,14 +119,13 @@ def case_totals(data: dict) -> dict[str, dict]:
         by_case.setdefault(row["case"].id, []).append(row)
     out = {}
     for case_id, kernels in by_case.items():
-        models = [k["model"] for k in kernels]
-        read, write = (sum(m[key] for m in models) for key in ("read", "write"))
-        tiled = [m.get("read_tiled") for m in models]  # naive attention reads no tiles
-        tiled = None if None in tiled else sum(tiled)
-        t = dict(case=kernels[0]["case"], kernels=len(kernels), read=read, write=write, tiled=tiled)
-        t["dram_model"] = read + write
-        t |= {key: sum(k[key] for k in kernels) for key in ("dram", "l2_to_sm", "warm")}
-        out[case_id] = t
+        tiled = [k["tiled"] for k in kernels]  # naive attention reads no tiles
+        t = {key: sum(k["model"][key] for k in kernels) for key in ("read", "write")}
+        t |= {
+            key: sum(k[key] for k in kernels) for key in ("dram_model", "dram", "l2_to_sm", "warm")
+        }
+        t |= dict(case=kernels[0]["case"], kernels=len(kernels))
+        out[case_id] = t | {"tiled": None if None in tiled else sum(tiled)}
     return out
 
 
@@ -137,8 +136,7 @@ def summary_table(data: dict) -> str:
         c = t["case"]
         if c.heads not in ("MHA", "MiniGPT") and c.impl not in ("decode", "paged"):
             continue  # the prefill GQA/MQA rows are on Lab 01
-        measured = compared(*(t[k] for k in ("dram_model", "dram", "tiled", "l2_to_sm", "warm")))
-        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, t["kernels"], *measured])
+        body.append([f"{c.n:,}", IMPL[c.impl], c.heads, t["kernels"], *compared(t)])
     header = "N | kernel | heads | kernels | DRAM model | DRAM meas. | ratio | L2→SM model"
     return markdown_table(f"{header} | L2→SM meas. | ratio | warm DRAM", body)
 

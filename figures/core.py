@@ -120,10 +120,9 @@ def spots(points: Sequence[tuple], within: float, apart=lambda item: None) -> li
     for x, y, item in points:
         close = lambda g, x=x, y=y: abs(x / g[0][0] - 1) < within and abs(y / g[0][1] - 1) < within
         near = (g for g in groups if close(g) and apart(g[0][2]) == apart(item))
-        if (group := next(near, None)) is not None:
-            group.append((x, y, item))
-        else:
-            groups.append([(x, y, item)])
+        if (group := next(near, None)) is None:
+            groups.append(group := [])
+        group.append((x, y, item))
     return groups
 
 

@@ -48,6 +48,7 @@ def ablation_table() -> str:
 
 HOPPER_RULE = "Hopper, fp16/bf16, d ≤ 128, not the next: the Hopper kernel"
 SHORT_RULE = "causal, N ≤ 512, d ≤ 64: Lab 02's kernel"
+RULES = ((HOPPER_RULE, "hopper", "lab02"), (SHORT_RULE, "lab02", "hopper"))  # (rule, picked, other)
 
 
 def span(values) -> str:
@@ -62,12 +63,18 @@ def short_causal(n: int, d: int, causal: bool) -> bool:
     return causal and n <= SHORT_CAUSAL[0] and d <= SHORT_CAUSAL[1]
 
 
-def by_rule(points: list, short, hopper: str, lab02: str):
-    """(rule, its points, the picked kernel, the other) for each of HOPPER_RULE and SHORT_RULE
-    that takes a point (`short(point)` says which); `hopper`, `lab02`: the kernels' names."""
-    for rule, picked, other in ((HOPPER_RULE, hopper, lab02), (SHORT_RULE, lab02, hopper)):
-        if mine := [p for p in points if short(p) == (rule == SHORT_RULE)]:
-            yield rule, mine, picked, other
+def rule_classes(points, ratio, timing: str, file: str, by_d: bool = True, dtype: str = ""):
+    """Dispatch rows (see dispatch_evidence) per head dim (descending; all together unless `by_d`)
+    and rule that takes some of `points` [(d, N, causal, dtype, record)]; `ratio(record, picked,
+    other)`: the picked kernel's speed over the other's, kernels named "hopper" and "lab02"."""
+    dims = sorted({p[0] for p in points}, reverse=True)
+    for group in [[p for p in points if p[0] == d] for d in dims] if by_d else [points]:
+        for rule, picked, other in RULES:
+            if mine := [p for p in group if short_causal(p[1], p[0], p[2]) == (rule == SHORT_RULE)]:
+                ds = " and ".join(str(d) for d in sorted({p[0] for p in mine}))
+                dtypes = dtype or " and ".join(sorted({p[3] for p in mine}))
+                shapes = f"d = {ds}, {dtypes}, N = {span([p[1] for p in mine])}"
+                yield rule, shapes, timing, file, [ratio(p[4], picked, other) for p in mine]
 
 
 def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
@@ -86,36 +93,20 @@ def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
     shapes = f"decode, B = {span([ours['b'] for ours, _ in pairs])}, contiguous cache"
     rule = "one query row (decode): the decode kernel"
     rows = [(rule, shapes, "graph", "bench-paged-decode-h200.json", ratios)]
-    short = lambda r: short_causal(r["n"], r["d"], r["causal"])
+    tflops = lambda r, picked, other: r[picked]["tflops"] / r[other]["tflops"]
     for file in ("flash-hopper-ablation-h200.json", "flash-hopper-ablation-d64-h200.json"):
-        for rule, mine, picked, other in by_rule(load(file)["records"], short, "hopper", "lab02"):
-            ratios = [r[picked]["tflops"] / r[other]["tflops"] for r in mine]
-            ds = " and ".join(str(d) for d in sorted({r["d"] for r in mine}))
-            shapes = f"d = {ds}, fp16, N = {span([r['n'] for r in mine])}"
-            rows.append((rule, shapes, "graph", file, ratios))
-    points = prefill_grid()
-    for d in sorted({p[0] for p in points}, reverse=True):
-        mine = [p for p in points if p[0] == d]
-        for rule, picked_points, picked, other in by_rule(
-            mine, lambda p: short_causal(p[1], p[0], p[2]), "hopper", "lab02"
-        ):
-            dtypes = " and ".join(sorted({p[3] for p in picked_points}))
-            shapes = f"d = {d}, {dtypes}, N = {span([p[1] for p in picked_points])}"
-            ratios = [
-                points[p][other]["graph_ms"] / points[p][picked]["graph_ms"] for p in picked_points
-            ]
-            rows.append((rule, shapes, "graph", "prefill-grid-h200.json", ratios))
-    grid = fb.index(fb.load()["records"])  # the forward grid (eager do_bench), keys as fb.FIELDS
-    for d in sorted({k[2] for k in grid}, reverse=True):
-        keys = [k[:-1] for k in grid if k[2] == d and k[-1] == "minimodel"]
-        keys = [k for k in keys if fb.rate(grid, k, "minimodel_hopper")]  # ran: d <= 128 only
-        short = lambda k, d=d: short_causal(k[3], d, k[5])
-        for rule, mine, picked, other in by_rule(keys, short, "minimodel_hopper", "minimodel"):
-            dtypes = " and ".join(sorted({k[1] for k in mine}))
-            shapes = f"d = {d}, {dtypes}, N = {span([k[3] for k in mine])}"
-            ratios = [fb.rate(grid, k, picked) / fb.rate(grid, k, other) for k in mine]
-            rows.append((rule, shapes, "eager", "bench-attention-h200.json", ratios))
-    return rows
+        records = [(r["d"], r["n"], r["causal"], r["dtype"], r) for r in load(file)["records"]]
+        rows += rule_classes(records, tflops, "graph", file, by_d=False, dtype="fp16")
+    grid = prefill_grid()
+    ms = lambda p, picked, other: grid[p][other]["graph_ms"] / grid[p][picked]["graph_ms"]
+    rows += rule_classes([(*p, p) for p in grid], ms, "graph", "prefill-grid-h200.json")
+    fwd = fb.index(fb.load()["records"])  # the forward grid (eager do_bench), keys as fb.FIELDS
+    name = {"hopper": "minimodel_hopper", "lab02": "minimodel"}
+    keys = [k[:-1] for k in fwd if k[-1] == "minimodel"]
+    keys = [k for k in keys if fb.rate(fwd, k, "minimodel_hopper")]  # ran: d <= 128 only
+    rate = lambda k, picked, other: fb.rate(fwd, k, name[picked]) / fb.rate(fwd, k, name[other])
+    points = [(k[2], k[3], k[5], k[1], k) for k in keys]
+    return rows + list(rule_classes(points, rate, "eager", "bench-attention-h200.json"))
 
 
 def prefill_grid() -> dict[tuple, dict[str, dict]]:

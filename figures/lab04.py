@@ -75,9 +75,7 @@ def columns(data: dict) -> list[tuple[str, int, str]]:
     steps, ups = data["recipe"]["steps"], data["recipe"]["uptrain_steps"]
     columns = [("scratch", 0, f"from scratch ({steps} steps)")]
     columns.append(("converted", 0, "converted, no uptraining"))
-    return columns + [
-        ("uptrained", u, f"uptrained {u} steps ({100 * u / steps:.0f}%)") for u in ups
-    ]
+    return columns + [("uptrained", u, f"uptrained {u} steps ({u / steps:.0%})") for u in ups]
 
 
 def cell(values: list[float]) -> str:
@@ -142,8 +140,7 @@ def stems_table(data: dict) -> str:
 def quality_figure(data: dict, kv: dict) -> bytes:
     bytes_per_token = per_token(kv)
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    styles = {"scratch": ("o", "tab:blue"), "converted": ("x", "tab:red")}
-    styles["uptrained"] = ("s", "tab:green")
+    styles = {"scratch": ("o", "C0"), "converted": ("x", "C3"), "uptrained": ("s", "C2")}
     ups = data["recipe"]["uptrain_steps"]
     shades = {0: 1.0} | {u: 0.55 + 0.45 * i / max(1, len(ups) - 1) for i, u in enumerate(ups)}
     for offset, (kind, u, label) in zip((-0.09, -0.03, 0.03, 0.09), columns(data), strict=False):

@@ -66,13 +66,11 @@ def figure(pts: list[dict], anchor: int) -> bytes:
 
     minigpt = " (MiniGPT: d = 32)" if any(p["case"].d != d for p in pts) else ""
     title = f"H200, N = {anchor}: model (hollow) and measured (filled), fp16, d = 64{minigpt}"
-    marks = [("o", "prefill"), ("s", "decode (B = 64)")]
-    handles = [legend_entry(ls="", marker=m, color="0.3", label=text) for m, text in marks]
-    model_text = "model: roofline.py bytes, attainable rate"
     hollow = {"markerfacecolor": "white", "markeredgecolor": "0.3"}
-    handles.append(legend_entry(ls="", marker="o", **hollow, label=model_text))
-    meas_text = "measured: ncu DRAM bytes, CUDA-graph time"
-    handles.append(legend_entry(ls="", marker="o", color="0.3", label=meas_text))
+    marks = [("o", "prefill", {}), ("s", "decode (B = 64)", {})]
+    marks += [("o", "model: roofline.py bytes, attainable rate", hollow)]
+    marks += [("o", "measured: ncu DRAM bytes, CUDA-graph time", {})]
+    handles = [legend_entry(ls="", marker=m, color="0.3", **s, label=t) for m, t, s in marks]
     ours = {k: LABEL[k] + (" (ours)" if k != "naive" else "") for k in OVERLAY_IMPLS}
     handles += [legend_entry(color=COLOR[k], label=text) for k, text in ours.items()]
     flat = [("--", exp, f"exp2 not overlapped, d = {d}: {exp / 1e12:.0f} TFLOP/s")]

@@ -119,7 +119,7 @@ def prefill_table(data: dict) -> str:
     return markdown_table(f"{header} | Lab 02 (contiguous, TMA) | b=64 ÷ Lab 02", rows)
 
 
-def sweep_tables() -> tuple[str, str]:
+def sweep_tables() -> dict[str, str]:
     """The tile sweep's decode (GB/s) and prefill (TFLOP/s) tables, eager timing."""
     recs = core.load("paged-tile-sweep-h200.json")["records"]
     by = {}  # (config, b, ctx, impl) -> the first such record
@@ -135,10 +135,11 @@ def sweep_tables() -> tuple[str, str]:
     header = "BLOCK_N, warps, stages | B=64, 4k: paged b=16 | contiguous | B=1, 128k: paged b=16"
     prefill = [r for r in recs if "tflops" in r and r["impl"] != "flash_attention"]
     prefill = [[tiles(r["config"]), DECODE[r["impl"]], fmt(r["tflops"])] for r in prefill]
-    return (
-        markdown_table(f"{header} | contiguous", rows),
-        markdown_table("BLOCK_M, BLOCK_N, warps, stages | kernel | TFLOP/s", prefill),
-    )
+    prefill_header = "BLOCK_M, BLOCK_N, warps, stages | kernel | TFLOP/s"
+    return {
+        "generated/paged-tile-sweep-decode.md": markdown_table(f"{header} | contiguous", rows),
+        "generated/paged-tile-sweep-prefill.md": markdown_table(prefill_header, prefill),
+    }
 
 
 def figure(data: dict) -> bytes:
@@ -162,15 +163,12 @@ def figure(data: dict) -> bytes:
 
 def outputs() -> dict[str, str | bytes]:
     data = load()
-    sweep_decode, sweep_prefill = sweep_tables()
-    return {
+    return sweep_tables() | {
         "generated/paged-decode-acceptance.md": acceptance(data)[0],
         "generated/paged-decode-graph.md": decode_table(data, "graph"),
         "generated/paged-decode-eager.md": decode_table(data, "eager"),
         "generated/paged-decode-splits.md": splits_table(data),
         "generated/paged-decode-window.md": window_table(data),
         "generated/paged-prefill.md": prefill_table(data),
-        "generated/paged-tile-sweep-decode.md": sweep_decode,
-        "generated/paged-tile-sweep-prefill.md": sweep_prefill,
         "figures/paged-decode-bandwidth.svg": figure(data),
     }

@@ -20,10 +20,9 @@ WINDOW, WINDOW_HEADS = 4096, 16  # Theory 03's window, over heads of d = 128
 # mix), for a 32-layer model with 8 kv heads of d = 128
 LENGTHS = [37, 112, 250, 401, 512, 640, 777, 1024, 1200, 1500, 1800, 2048, 2500, 3000, 3500, 4096]
 MAX_LEN, LAYERS, KV_HEADS = 4096, 32, 8
-GIB = 2**30
+KIB, MIB, GIB = 2**10, 2**20, 2**30
 REGISTERS_PER_SM_BYTES = 65536 * 4  # 64 K 32-bit registers (CUDA programming guide, cc 9.0)
 HBM_BYTES = 141e9  # 141 GB of HBM3e (NVIDIA H200 datasheet)
-KIB, MIB = 1024, 1024**2
 GUIDE = "CUDA programming guide"
 CC90 = f"{GUIDE}, compute capability 9.0"
 
