@@ -69,7 +69,7 @@ def main() -> None:
         "config": {f: getattr(config, f) for f in fields},
         "variants": [measure(n) for n in VARIANTS],
     }
-    save(args.out, record, indent=2, ensure_ascii=False)
+    save(args.out, record, indent=2)
 
 
 if __name__ == "__main__":

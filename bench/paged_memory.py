@@ -4,7 +4,7 @@ length per request and with minimodel's BlockManager (blocks of 8 to 64, without
 sharing), under the page's simplified vLLM v0 scheduler.
 
     python -m bench.paged_memory                  # under a minute: data/paged-memory.json
-    python -m bench.paged_memory --out /tmp/x.json --requests 40   # a smoke run
+    python -m bench.paged_memory --out /tmp/x.json --requests 150   # a smoke run
 """
 
 import math
@@ -41,8 +41,8 @@ class Workload:
 
 
 def verb_workload(n: int) -> Workload:
-    """Prompts: a shared one-line example, then the head of a corpus line ('cantar pretérito: ');
-    output: the rest of that line. The line is drawn at random from the other 59."""
+    """Each prompt the corpus's first line, then the head of a line drawn from the other 59
+    ('cantar pretérito: '); its output the rest of that line."""
     tok, lines = tokenizer(), corpus().splitlines()
     rng, requests = random.Random(SEED), []
     for _ in range(n):
@@ -54,14 +54,13 @@ def verb_workload(n: int) -> Workload:
 
 
 def long_tail_workload(n: int) -> Workload:
-    """A shared 64-token system prompt, then a log-normal number of random tokens (median 128,
-    sigma 1, clipped to [1, 960]); log-normal output lengths (median 256, sigma 1, clipped to
-    [1, 1024]): at most 2,048 tokens in all."""
+    """Prompt lengths clipped to [1, 960] after the 64 shared tokens, outputs to [1, 1024]: at
+    most 2,048 tokens in all."""
     rng = random.Random(SEED + 1)
+    lognormal = lambda median, top: min(top, max(1, round(rng.lognormvariate(math.log(median), 1))))
     system, requests = tuple(rng.randrange(32000) for _ in range(64)), []
     for _ in range(n):
-        p = min(960, max(1, round(rng.lognormvariate(math.log(128), 1.0))))
-        o = min(1024, max(1, round(rng.lognormvariate(math.log(256), 1.0))))
+        p, o = lognormal(128, 960), lognormal(256, 1024)
         requests.append((system + tuple(rng.randrange(32000) for _ in range(p)), o))
     what = "synthetic: a shared 64-token system prompt, then log-normal prompt and output "
     what += "lengths (medians 128 and 256 tokens, sigma 1)"
@@ -131,13 +130,12 @@ def simulate(workload: Workload, manager: BlockManager, label: str) -> dict:
         # Admit: first come, first served, while the next request fits above the watermark.
         while waiting:
             status = manager.can_allocate(waiting[0].rid, waiting[0].prompt)
-            if status is AllocStatus.NEVER:
-                waiting.popleft()
-                rejected += 1
-                continue
             if status is AllocStatus.LATER:
                 break
             req = waiting.popleft()
+            if status is AllocStatus.NEVER:
+                rejected += 1
+                continue
             manager.allocate(req.rid, req.prompt)
             manager.mark_computed(req.rid, len(req.prompt))  # prefilled in this step
             hit = manager.num_cached_tokens(req.rid)
@@ -178,28 +176,26 @@ def main() -> None:
     args = parser.parse_args()
     record = {"environment": environment(), "seed": SEED, "requests": args.requests}
     record |= {"block_sizes": list(BLOCK_SIZES), "workloads": []}
+    layouts = [(None, False)] + [(b, sharing) for sharing in (False, True) for b in BLOCK_SIZES]
     for w in (verb_workload(args.requests), long_tail_workload(args.requests)):
         prompts, outputs = [len(p) for p, _ in w.requests], [o for _, o in w.requests]
         runs = []
-        layouts = [(None, False)] + [(b, sharing) for sharing in (False, True) for b in BLOCK_SIZES]
         for b, sharing in layouts:
             kind = "contiguous" if b is None else "paged"
             label = f"{w.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
             print(f"{label} ...", file=sys.stderr, flush=True)
-            manager = (
-                Contiguous(w.budget, w.max_len)
-                if b is None
-                else BlockManager(w.budget // b, b, enable_prefix_caching=sharing)
-            )
-            result = simulate(w, manager, label)
+            paged = b and BlockManager(w.budget // b, b, enable_prefix_caching=sharing)
+            result = simulate(w, paged or Contiguous(w.budget, w.max_len), label)
             runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
             held = f"{result['token_states_of_reserved']:.1%} of reserved slots hold token states"
             said = f"{result['mean_running']:.1f} running, {result['preemptions']} preemptions"
             print(f"  {held}, {said}", file=sys.stderr, flush=True)
-        workload = {"name": w.name, "description": w.description, "max_len": w.max_len}
-        workload |= {"budget_slots": w.budget, "mean_prompt": sum(prompts) / len(prompts)}
-        workload |= {"max_prompt": max(prompts), "mean_output": sum(outputs) / len(outputs)}
-        record["workloads"].append(workload | {"max_output": max(outputs), "runs": runs})
+        record["workloads"].append(
+            {"name": w.name, "description": w.description, "max_len": w.max_len}
+            | {"budget_slots": w.budget, "mean_prompt": sum(prompts) / len(prompts)}
+            | {"max_prompt": max(prompts), "mean_output": sum(outputs) / len(outputs)}
+            | {"max_output": max(outputs), "runs": runs}
+        )
     save(args.out, record, indent=2)
 
 

@@ -37,11 +37,9 @@ def split() -> tuple[list[str], list[str]]:
 
 
 def encode(lines: list[str]) -> tuple[torch.Tensor, ...]:
-    """Tokens (n, longest) padded with 0; the mask of real characters (trained on: every one
-    but the first is a target); the mask of the characters scored in evaluation, those after
-    the infinitive and its space; and the mask of the scored characters that repeat the verb's
-    stem (the infinitive less its -ar/-er/-ir) inside the conjugated forms, for regular verbs
-    (every held-out verb is one)."""
+    """Tokens (n, longest) padded with 0, and three masks: the real characters (trained on), the
+    scored ones (after the infinitive and its space), and the scored ones that repeat a regular
+    verb's stem (the infinitive less its -ar/-er/-ir; every held-out verb is regular)."""
     ids = [tokenizer().encode(line) for line in lines]
     tokens = torch.zeros(len(ids), max(map(len, ids)), dtype=torch.long)
     real, scored, stem = (torch.zeros_like(tokens, dtype=torch.bool) for _ in range(3))
@@ -120,7 +118,7 @@ def train(model: MiniGPT, steps: int, data: tuple, seed: int, label: str) -> Min
 
 def evaluate(model: MiniGPT, train_data: tuple, held_data: tuple) -> dict:
     tokens, _, scored, stem = held_data
-    loss = lambda tokens, mask: loss_of(model, tokens, mask, grouped_attention).item()  # noqa: E731
+    loss = lambda tokens, mask: loss_of(model, tokens, mask, grouped_attention).item()
     with torch.no_grad():
         return {
             "heldout_loss": loss(tokens, scored),
@@ -146,7 +144,7 @@ def main() -> None:
     torch.set_num_threads(1)  # on a shared 2-core machine one thread is the fastest, and steady
     train_lines, held_lines = split()
     train_data, held_data = encode(train_lines), encode(held_lines)
-    uptrain = [round(f * args.steps) for f in UPTRAIN]
+    steps, uptrain = args.steps, [round(f * args.steps) for f in UPTRAIN]
     runs, t0 = [], time.monotonic()
 
     def run(model, seed, n, kind, u=0):
@@ -155,8 +153,7 @@ def main() -> None:
         runs.append(rec | evaluate(model, train_data, held_data))
 
     for seed in args.seeds:
-        steps, label = args.steps, f"seed {seed} kv8 pretrain"
-        mha = train(fresh_model(VARIANTS[0], seed), steps, train_data, seed, label)
+        mha = train(fresh_model(8, seed), steps, train_data, seed, f"seed {seed} kv8 pretrain")
         run(mha, seed, 8, "scratch")
         if seed == args.seeds[0]:
             lines = (held_lines[0], train_lines[0])
