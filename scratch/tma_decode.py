@@ -1,0 +1,278 @@
+"""Issues 23 and 27 study: a decode kernel that loads each block's K and V with one TMA copy
+(a host TensorDescriptor over the pool seen as rows of Hkv d elements, a box of the block's 16
+slots by d columns at its kv head), so that no K/V address is computed per key. The shipped
+kernel's 8-bit loop issues about 54 warp instructions a key, 31 of them integer/address work
+(scratch/fp8_sass.txt: 1,000 of 1,721 per 128-key tile, 4 warps); at the copy rate an SM has
+about 62 issue slots a key for 8-bit K and V, so the loop is issue-bound. This probe asks how
+many instructions a key are left when the addresses go to the copy engine.
+
+One program per (sequence, kv head) and split, one 16-key block per iteration (one table entry,
+two copies), the pipeliner's stages over the blocks; 8-bit pools dequantised as the shipped
+kernel does (K's scale on its score column, V's on P~'s column). Full blocks only (every context
+a multiple of 16: the probe's shapes), so no key is masked; a partial split is written as
+(O_u, lse_u) and merged by torch.
+
+    env -u TRITON_INTERPRET PYTHONPATH=src:scratch:. .venv/bin/python scratch/tma_decode.py --compile
+    TRITON_INTERPRET=1 PYTHONPATH=src:scratch:. .venv/bin/python scratch/tma_decode.py --check
+    PYTHONPATH=src:scratch:. python scratch/tma_decode.py --time --out $OUT/tma-probe-h200.json  # GPU
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+LOG2E = tl.constexpr(1.4426950408889634)
+B, N, HQ, HKV, D, BS = 64, 4096, 32, 8, 128, 16
+
+
+@triton.jit
+def _scores(q, k_desc, ks_ptr, phys, h, stride_sblk, stride_sh, qk_scale, D: tl.constexpr,
+            BS: tl.constexpr, FP8: tl.constexpr):
+    k = k_desc.load([phys * BS, h * D])  # [BS, D]: the block's keys of kv head h
+    s = tl.dot(q, tl.trans(k.to(tl.float16)))
+    if FP8:
+        s = s * tl.load(ks_ptr + phys.to(tl.int64) * stride_sblk + h * stride_sh
+                        + tl.arange(0, BS))[None, :]
+    return s * qk_scale
+
+
+@triton.jit
+def _pv(acc, p, v_desc, vs_ptr, phys, h, stride_sblk, stride_sh, D: tl.constexpr,
+        BS: tl.constexpr, FP8: tl.constexpr):
+    v = v_desc.load([phys * BS, h * D])
+    if FP8:
+        p = p * tl.load(vs_ptr + phys.to(tl.int64) * stride_sblk + h * stride_sh
+                        + tl.arange(0, BS))[None, :]
+    return tl.dot(p.to(tl.float16), v.to(tl.float16), acc)
+
+
+@triton.jit
+def _tma_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_ptr,
+                n_kv_heads, group, blocks_per_split, stride_tb, stride_sblk, stride_sh,
+                qk_scale,
+                D: tl.constexpr, BS: tl.constexpr, BLOCK_G: tl.constexpr, FP8: tl.constexpr,
+                STAGES: tl.constexpr):
+    bh = tl.program_id(0)
+    split = tl.program_id(1)
+    b = bh // n_kv_heads
+    h = bh % n_kv_heads
+    offs_g = tl.arange(0, BLOCK_G)
+    cols = tl.arange(0, D)
+    g_ok = offs_g < group
+    heads = h * group + offs_g
+    rows = b.to(tl.int64) * n_kv_heads * group + heads
+    q = tl.load(q_ptr + rows[:, None] * D + cols[None, :], mask=g_ok[:, None], other=0.0)
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
+    l_i = tl.zeros([BLOCK_G], tl.float32)
+    acc = tl.zeros([BLOCK_G, D], tl.float32)
+    first = split * blocks_per_split
+    row = table_ptr + b * stride_tb
+    # four blocks (64 keys) an iteration, each its own two copies and products: one softmax
+    # update and one rescale of acc for the four
+    for i in tl.range(first, first + blocks_per_split, 4, num_stages=STAGES):
+        p0, p1 = tl.load(row + i), tl.load(row + i + 1)
+        p2, p3 = tl.load(row + i + 2), tl.load(row + i + 3)
+        s0 = _scores(q, k_desc, ks_ptr, p0, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
+        s1 = _scores(q, k_desc, ks_ptr, p1, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
+        s2 = _scores(q, k_desc, ks_ptr, p2, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
+        s3 = _scores(q, k_desc, ks_ptr, p3, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
+        m_new = tl.maximum(tl.maximum(tl.maximum(m_i, tl.max(s0, 1)), tl.max(s1, 1)),
+                           tl.maximum(tl.max(s2, 1), tl.max(s3, 1)))
+        alpha = tl.math.exp2(m_i - m_new)
+        e0 = tl.math.exp2(s0 - m_new[:, None])
+        e1 = tl.math.exp2(s1 - m_new[:, None])
+        e2 = tl.math.exp2(s2 - m_new[:, None])
+        e3 = tl.math.exp2(s3 - m_new[:, None])
+        l_i = l_i * alpha + (tl.sum(e0, 1) + tl.sum(e1, 1)) + (tl.sum(e2, 1) + tl.sum(e3, 1))
+        acc = acc * alpha[:, None]
+        acc = _pv(acc, e0, v_desc, vs_ptr, p0, h, stride_sblk, stride_sh, D, BS, FP8)
+        acc = _pv(acc, e1, v_desc, vs_ptr, p1, h, stride_sblk, stride_sh, D, BS, FP8)
+        acc = _pv(acc, e2, v_desc, vs_ptr, p2, h, stride_sblk, stride_sh, D, BS, FP8)
+        acc = _pv(acc, e3, v_desc, vs_ptr, p3, h, stride_sblk, stride_sh, D, BS, FP8)
+        m_i = m_new
+    out = acc / l_i[:, None]
+    n_splits = tl.num_programs(1)
+    o_rows = rows * n_splits + split
+    tl.store(o_ptr + o_rows[:, None] * D + cols[None, :], out.to(o_ptr.dtype.element_ty),
+             mask=g_ok[:, None])
+    tl.store(lse_ptr + o_rows, (m_i + tl.math.log2(l_i)) / LOG2E, mask=g_ok)
+
+
+def descriptor(pool: torch.Tensor) -> TensorDescriptor:
+    """The pool (blocks, BS, Hkv, D) as rows of Hkv D elements; a box is one block's BS slots of
+    one head's D columns."""
+    rows = pool.view(pool.shape[0] * pool.shape[1], pool.shape[2] * pool.shape[3])
+    return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [pool.shape[1],
+                                                                         pool.shape[3]])
+
+
+def launch_args(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, stages=3,
+                warps=4):
+    b, hq, d = q.shape
+    hkv, bs = k_pool.shape[2], k_pool.shape[1]
+    group = hq // hkv
+    blocks = table.shape[1]
+    assert blocks % (4 * splits) == 0
+    fp8 = k_pool.element_size() == 1
+    o = torch.empty(b * hq * splits, d, device=q.device, dtype=torch.float32 if splits > 1
+                    else q.dtype)
+    lse = torch.empty(b * hq * splits, device=q.device, dtype=torch.float32)
+    ks = k_scale if fp8 else q
+    vs = v_scale if fp8 else q
+    stride_sblk, stride_sh = (k_scale.stride(0), k_scale.stride(2)) if fp8 else (0, 0)
+    grid = (b * hkv, splits)
+    args = (q, descriptor(k_pool), descriptor(v_pool), ks, vs, table, o, lse, hkv, group,
+            blocks // splits, table.stride(0), stride_sblk, stride_sh, d**-0.5 * LOG2E.value)
+    meta = dict(D=d, BS=bs, BLOCK_G=max(16, triton.next_power_of_2(group)), FP8=fp8,
+                STAGES=stages, num_warps=warps, num_stages=stages)
+    return grid, args, meta, o, lse
+
+
+def tma_decode(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, stages=3,
+               warps=4):
+    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits,
+                                           stages, warps)
+    _tma_decode[grid](*args, **meta)
+    b, hq, d = q.shape
+    if splits == 1:
+        return o.view(b, hq, d)
+    o, lse = o.view(b, hq, splits, d), lse.view(b, hq, splits)
+    w = torch.softmax(lse, dim=-1)  # the merge: O = sum_u exp(lse_u - lse) O_u
+    return (w[..., None] * o).sum(2).to(q.dtype)
+
+
+def compile_report():
+    """Compile for sm_90 without a GPU, the shipped fp8/fp16 variants' way (fp8_sass.py)."""
+    import fp8_sass as fs
+    from minimodel.paged_attention import FP8_DTYPE
+    for fp8 in (True, False):
+        dt = FP8_DTYPE if fp8 else torch.float16
+        nb = 64
+        q = torch.zeros(B, HQ, D, dtype=torch.float16)
+        pools = [torch.zeros(nb, BS, HKV, D, dtype=torch.float16).to(dt) for _ in "kv"]
+        table = torch.zeros(B, N // BS, dtype=torch.int32)
+        scales = [torch.ones(nb, HKV, BS).transpose(1, 2) for _ in "kv"] if fp8 else [None] * 2
+        for stages, warps in ((3, 4), (4, 4), (3, 2), (3, 1)):
+            grid, args, meta, _, _ = launch_args(q, *pools, table, *scales, stages=stages,
+                                                 warps=warps)
+            compiled, *_ = fs.compile_like_jit(_tma_decode, args, meta)
+            text, regs, spills = fs.ptxas_v(compiled.asm["ptx"])
+            lines = fs.sass_lines(fs.sass(compiled.asm["cubin"]))
+            # the main loop: the span between the last backward branch and its target
+            loop = _loop(lines)
+            classes = {}
+            for _, op, *_ in loop:
+                c = fs.classify(op)
+                classes[c] = classes.get(c, 0) + 1
+            per_key = meta['num_warps'] * len(loop) / (4 * BS)  # four blocks an iteration
+            print(f"{'fp8' if fp8 else 'fp16'} stages={stages} warps={warps}: {text}; SASS {len(lines)}, loop "
+                  f"{len(loop)} a block = {per_key:.1f} warp instructions a key; "
+                  f"shared {compiled.metadata.shared} B; {dict(sorted(classes.items(), key=lambda x: -x[1]))}")
+
+
+def _loop(lines):
+    import re
+    addr = {a: k for k, (a, *_rest) in enumerate(lines)}
+    best = []
+    for k, (a, op, text, _, _) in enumerate(lines):
+        m = re.search(r"BRA.*?(\.L_x_\d+)", text)
+        if op.startswith("BRA") and m:
+            tgt = next((j for j, l in enumerate(lines) if l[4] == m.group(1)), None)
+            if tgt is not None and tgt < k and k - tgt > len(best):
+                best = lines[tgt:k + 1]
+    return best
+
+
+def check():
+    """Under the interpreter (CPU): against the float64 reference, 16- and 8-bit pools."""
+    from minimodel.paged_attention import dequantize_kv, quantize_kv
+    torch.manual_seed(0)
+    b, hkv, n, nb = 3, 2, 64, 16
+    q = torch.randn(b, hkv * 4, D).half()
+    k, v = torch.randn(b, hkv, n, D), torch.randn(b, hkv, n, D)
+    perm = torch.randperm(nb)[: b * n // BS].view(b, n // BS).to(torch.int32)
+
+    def pool_of(x):  # (b, hkv, n, d) -> (nb, BS, hkv, d) at perm
+        p = torch.zeros(nb, BS, hkv, D, dtype=x.dtype)
+        blocks = x.view(b, hkv, n // BS, BS, D).permute(0, 2, 3, 1, 4)
+        p[perm.long().flatten()] = blocks.reshape(-1, BS, hkv, D)
+        return p
+
+    def ref(kk, vv):
+        kr = kk.double().repeat_interleave(4, 1)
+        vr = vv.double().repeat_interleave(4, 1)
+        s = torch.einsum("bhd,bhnd->bhn", q.double(), kr) * D**-0.5
+        return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, -1), vr)
+
+    for splits in (1, 2):
+        out = tma_decode(q, pool_of(k.half()), pool_of(v.half()), perm, splits=splits)
+        err = (out.double() - ref(k.half(), v.half())).abs().max().item()
+        print(f"fp16 splits={splits}: max error {err:.2e}")
+        assert err < 2e-3
+        (k8, ks), (v8, vs) = quantize_kv(k), quantize_kv(v)  # (b, hkv, n, d), (b, hkv, n)
+        spool = [pool_of(s[..., None].expand(-1, -1, -1, D).contiguous())[..., 0] for s in (ks, vs)]
+        spool = [s.transpose(1, 2).contiguous().transpose(1, 2) for s in spool]  # head-major
+        out = tma_decode(q, pool_of(k8.view(torch.uint8)).view(k8.dtype),
+                         pool_of(v8.view(torch.uint8)).view(v8.dtype), perm, *spool, splits=splits)
+        err = (out.double() - ref(dequantize_kv(k8, ks), dequantize_kv(v8, vs))).abs().max().item()
+        print(f"fp8 splits={splits}: max error {err:.2e}")
+        assert err < 2e-3
+
+
+def time_it(out_path):
+    """On the H200: this kernel against paged_decode at bench.fp8_decode's shape, graph replays
+    in turns, each output first checked against the shipped kernel's."""
+    import json
+
+    from bench import core
+    from bench.fp8_decode import cache
+    from minimodel.paged_attention import paged_decode
+    c = cache()
+    fns = {
+        "shipped_fp8": lambda: paged_decode(c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t,
+                                            max_context_len=N, k_scale=c.k_scale,
+                                            v_scale=c.v_scale),
+        "shipped_fp16": lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t,
+                                             max_context_len=N),
+    }
+    for w in (1, 2):  # one split: 512 programs of one or two warps, all resident at once
+        fns[f"tma_fp8_w{w}"] = (lambda w=w: tma_decode(c.q, c.k_pool8, c.v_pool8, c.table,
+                                                       c.k_scale, c.v_scale, warps=w))
+        fns[f"tma_fp16_w{w}"] = (lambda w=w: tma_decode(c.q, c.k_pool16, c.v_pool16, c.table,
+                                                        warps=w))
+    base = {True: fns["shipped_fp8"](), False: fns["shipped_fp16"]()}
+    records = {}
+    for name, fn in fns.items():
+        diff = (fn().float() - base["fp8" in name].float()).abs().max().item()
+        print(f"{name}: max diff vs shipped {diff:.2e}", flush=True)
+        records[name] = {"impl": name, "max_diff_vs_shipped": diff, "graph_ms_runs": []}
+    for _ in range(2):
+        for name, fn in fns.items():
+            records[name]["graph_ms_runs"].append(core.time_ms(fn, name, graph=True))
+    for r in records.values():
+        r["graph_ms"] = sum(r["graph_ms_runs"]) / len(r["graph_ms_runs"])
+        print(f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us", flush=True)
+    core.save(Path(out_path), {"environment": core.environment(), "records": list(records.values())})
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--time", action="store_true")
+    ap.add_argument("--out", default="tma-probe.json")
+    a = ap.parse_args()
+    if a.compile:
+        compile_report()
+    if a.check:
+        check()
+    if a.time:
+        time_it(a.out)
