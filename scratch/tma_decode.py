@@ -250,8 +250,13 @@ def time_it(out_path):
                                                         warps=w))
     base = {True: fns["shipped_fp8"](), False: fns["shipped_fp16"]()}
     records = {}
-    for name, fn in fns.items():
-        diff = (fn().float() - base["fp8" in name].float()).abs().max().item()
+    for name, fn in list(fns.items()):
+        try:
+            diff = (fn().float() - base["fp8" in name].float()).abs().max().item()
+        except Exception as e:  # a variant that fails to compile or launch is reported, not timed
+            print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
+            del fns[name]
+            continue
         print(f"{name}: max diff vs shipped {diff:.2e}", flush=True)
         records[name] = {"impl": name, "max_diff_vs_shipped": diff, "graph_ms_runs": []}
     for _ in range(2):
