@@ -195,7 +195,7 @@ def check():
     """Under the interpreter (CPU): against the float64 reference, 16- and 8-bit pools."""
     from minimodel.paged_attention import dequantize_kv, quantize_kv
     torch.manual_seed(0)
-    b, hkv, n, nb = 3, 2, 64, 16
+    b, hkv, n, nb = 3, 2, 128, 32
     q = torch.randn(b, hkv * 4, D).half()
     k, v = torch.randn(b, hkv, n, D), torch.randn(b, hkv, n, D)
     perm = torch.randperm(nb)[: b * n // BS].view(b, n // BS).to(torch.int32)
