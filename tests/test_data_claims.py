@@ -2658,3 +2658,43 @@ def test_fp8_order_compile_stated():
                    f"{s8} bytes, against {r8u} and nothing without, {per_sm} programs an SM "
                    f"either way; the 16-bit\nkernel, {r16} against {r16u} registers")
     assert pa.LONGEST_FIRST_BATCH[0] <= 64 <= pa.LONGEST_FIRST_BATCH[1]  # "this call now takes"
+
+
+def test_fp8_issue_slots_stated():
+    """Lab 03 part 2, where the 8-bit cache falls short: the issue slots an SM has for a key at
+    the copy rate, against the warp instructions a key of the shipped loop
+    (scratch/fp8_sass_order.txt) and of the TMA probe (scratch/tma_decode.txt), both compiled
+    for sm_90 by their scripts."""
+    from minimodel.ceilings import HARDWARE
+
+    copy = h200_measured().bandwidth
+    sms, clock = HARDWARE["H200"].sm_count, 1.98e9
+    stated("gpu-primer.md", "the H200's maximum SM clock, 1.98 GHz")
+    d, scale_bytes = 128, 4
+    key = {8: 2 * d + 2 * scale_bytes, 16: 2 * d * 2}  # K and V (and two scales) a key
+    slots = {bits: 4 * clock * sms * b / copy for bits, b in key.items()}
+    compiled = (ROOT / "scratch" / "fp8_sass_order.txt").read_text()
+    loops = {name: (int(n), int(w), int(loop)) for name, n, w, loop in re.findall(
+        r"^== (\w+): grid .*?BLOCK_N=(\d+) .*?warps=(\d+).*\n(?:.*\n)*?   SASS total \d+ "
+        r"instructions; main loop (\d+)", compiled, re.M)}
+    per_key = {name: w * loop / n for name, (n, w, loop) in loops.items()}
+    stated(LAB03B, f"At the copy rate ({copy / 1e9:,.0f} GB/s) each of the {sms} SMs")
+    stated(LAB03B, f"has\nabout {slots[8]:.0f} issue slots for each key of the 8-bit cache "
+                   f"({key[8]} bytes: {d} of K, {d} of V, two {scale_bytes}-byte\nscales) and "
+                   f"{slots[16]:.0f} for a key of the 16-bit one ({key[16]} bytes)")
+    (n8, w8, l8), (n16, _, l16) = loops["fp8"], loops["fp16"]
+    stated(LAB03B, f"issues {per_key['fp8']:.1f} warp\ninstructions a key on the 8-bit cache "
+                   f"({l8:,} a {n8}-key tile, {({4: 'four'})[w8]} warps;\n"
+                   f"`scratch/fp8_sass_order.txt`) and {per_key['fp16']:.1f} on the 16-bit one "
+                   f"({l16} a {n16}-key tile)")
+    stated(LAB03B, f"the 8-bit loop must issue at {per_key['fp8'] / slots[8]:.0%} of the SM's "
+                   f"peak, the 16-bit loop at {per_key['fp16'] / slots[16]:.0%}")
+    probe = {(bits, int(w)): float(x) for bits, w, x in re.findall(
+        r"^fp(8|16) stages=3 warps=(\d): .* = ([\d.]+) warp instructions a key",
+        (ROOT / "scratch" / "tma_decode.txt").read_text(), re.M)}
+    assert re.search(r"fp8 splits=2: max error", (ROOT / "scratch" / "tma_decode.txt").read_text())
+    assert probe["8", 1] < per_key["fp8"] and probe["16", 1] < per_key["fp16"]
+    stated(LAB03B, f"issues {probe['8', 1]:.1f} warp instructions a key on the 8-bit cache "
+                   f"({probe['8', 1] / slots[8]:.0%} of the slots)\nand {probe['16', 1]:.1f} on "
+                   f"the 16-bit one; with two and four warps a program, {probe['8', 2]:.1f} and "
+                   f"{probe['8', 4]:.1f} on the 8-bit\ncache")
