@@ -10,6 +10,9 @@ registers, spills and the SASS instruction count.
 
 Its output is scratch/hopper_q2.txt; scratch/q2_probe.py times the patch on the H200. With
 --patch it compiles only the module as scratch/rcp-mask.patch writes it (the "patch" lines).
+Since 3a96fae the module ships RCP and MASK and the patch file is gone: the replacements below no
+longer apply to it. To reproduce the output, run this script in a checkout of 3a96fae^ (which
+still holds scratch/rcp-mask.patch).
 """
 
 # ruff: noqa: E501 (the patch quotes the module's own lines, as long as they are)
