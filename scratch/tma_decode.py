@@ -77,9 +77,16 @@ def _tma_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_ptr
     row = table_ptr + b * stride_tb
     # four blocks (64 keys) an iteration, each its own two copies and products: one softmax
     # update and one rescale of acc for the four
+    # the table entries one iteration ahead (loop-carried), so that no copy's coordinates wait
+    # on a load of its own iteration and the pipeliner can give the copies their own stages
+    last = first + blocks_per_split - 4
+    n0, n1 = tl.load(row + first), tl.load(row + first + 1)
+    n2, n3 = tl.load(row + first + 2), tl.load(row + first + 3)
     for i in tl.range(first, first + blocks_per_split, 4, num_stages=STAGES):
-        p0, p1 = tl.load(row + i), tl.load(row + i + 1)
-        p2, p3 = tl.load(row + i + 2), tl.load(row + i + 3)
+        p0, p1, p2, p3 = n0, n1, n2, n3
+        nxt = tl.minimum(i + 4, last)  # the last iteration reloads its own entries
+        n0, n1 = tl.load(row + nxt), tl.load(row + nxt + 1)
+        n2, n3 = tl.load(row + nxt + 2), tl.load(row + nxt + 3)
         s0 = _scores(q, k_desc, ks_ptr, p0, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
         s1 = _scores(q, k_desc, ks_ptr, p1, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
         s2 = _scores(q, k_desc, ks_ptr, p2, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
@@ -150,16 +157,17 @@ def tma_decode(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, s
 
 
 def compile_report():
-    """Compile for sm_90 without a GPU, the shipped fp8/fp16 variants' way (fp8_sass.py)."""
+    """Compile for sm_90 without a GPU, the shipped fp8/fp16 variants' way (fp8_sass.py); the
+    MQA shape's group of 32 (16-bit) after them."""
     import fp8_sass as fs
     from minimodel.paged_attention import FP8_DTYPE
-    for fp8 in (True, False):
+    for label, fp8, hkv in (("fp8", True, HKV), ("fp16", False, HKV), ("mqa16", False, 1)):
         dt = FP8_DTYPE if fp8 else torch.float16
         nb = 64
         q = torch.zeros(B, HQ, D, dtype=torch.float16)
-        pools = [torch.zeros(nb, BS, HKV, D, dtype=torch.float16).to(dt) for _ in "kv"]
+        pools = [torch.zeros(nb, BS, hkv, D, dtype=torch.float16).to(dt) for _ in "kv"]
         table = torch.zeros(B, N // BS, dtype=torch.int32)
-        scales = [torch.ones(nb, HKV, BS).transpose(1, 2) for _ in "kv"] if fp8 else [None] * 2
+        scales = [torch.ones(nb, hkv, BS).transpose(1, 2) for _ in "kv"] if fp8 else [None] * 2
         for stages, warps in ((3, 4), (4, 4), (3, 2), (3, 1)):
             grid, args, meta, _, _ = launch_args(q, *pools, table, *scales, stages=stages,
                                                  warps=warps)
@@ -173,8 +181,8 @@ def compile_report():
                 c = fs.classify(op)
                 classes[c] = classes.get(c, 0) + 1
             per_key = meta['num_warps'] * len(loop) / (4 * BS)  # four blocks an iteration
-            print(f"{'fp8' if fp8 else 'fp16'} stages={stages} warps={warps}: {text}; SASS {len(lines)}, loop "
-                  f"{len(loop)} a block = {per_key:.1f} warp instructions a key; "
+            print(f"{label} stages={stages} warps={warps}: {text}; SASS {len(lines)}; loop "
+                  f"{len(loop)} an iteration of 4 blocks = {per_key:.1f} warp instructions a key; "
                   f"shared {compiled.metadata.shared} B; {dict(sorted(classes.items(), key=lambda x: -x[1]))}")
 
 
@@ -227,11 +235,28 @@ def check():
         assert err < 2e-3
 
 
-def time_it(out_path):
-    """On the H200: this kernel against paged_decode at bench.fp8_decode's shape, graph replays
-    in turns, each output first checked against the shipped kernel's."""
-    import json
+def mqa_fns():
+    """Issue 23's MQA shape (B = 64, 4,096 keys, 32 query heads on one kv head, d = 128, blocks
+    of 16): the shipped decode, cuDNN's on the contiguous cache, and this kernel split 2 to 8
+    ways (the merge in torch, inside the timed call), 2 or 4 warps."""
+    from bench import core
+    from minimodel.paged_attention import paged_decode
+    q, k, v = core.qkv(B, HQ, 1, N, D)
+    k_pool, v_pool, table, lens_t = core.paged_cache(k, v, [N] * B, BS)
+    fns = {"mqa_shipped": lambda: paged_decode(q, k_pool, v_pool, table, lens_t,
+                                               max_context_len=N),
+           "mqa_sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0]}
+    for sp in (2, 4, 8):
+        for w in (2, 4):
+            fns[f"mqa_tma_split{sp}_w{w}"] = (
+                lambda sp=sp, w=w: tma_decode(q, k_pool, v_pool, table, splits=sp, warps=w))
+    return fns
 
+
+def time_it(out_path, mqa=False):
+    """On the H200: this kernel against paged_decode at bench.fp8_decode's shape (and with
+    --mqa at issue 23's MQA shape), graph replays in turns, each output first checked against
+    the shipped kernel's."""
     from bench import core
     from bench.fp8_decode import cache
     from minimodel.paged_attention import paged_decode
@@ -248,11 +273,16 @@ def time_it(out_path):
                                                        c.k_scale, c.v_scale, warps=w))
         fns[f"tma_fp16_w{w}"] = (lambda w=w: tma_decode(c.q, c.k_pool16, c.v_pool16, c.table,
                                                         warps=w))
-    base = {True: fns["shipped_fp8"](), False: fns["shipped_fp16"]()}
+    if mqa:
+        fns |= mqa_fns()
+    base = {"fp8": fns["shipped_fp8"](), "fp16": fns["shipped_fp16"]()}
+    if mqa:
+        base["mqa"] = fns["mqa_shipped"]()
     records = {}
     for name, fn in list(fns.items()):
+        kind = "mqa" if name.startswith("mqa") else "fp8" if "fp8" in name else "fp16"
         try:
-            diff = (fn().float() - base["fp8" in name].float()).abs().max().item()
+            diff = (fn().float() - base[kind].float()).abs().max().item()
         except Exception as e:  # a variant that fails to compile or launch is reported, not timed
             print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
             del fns[name]
@@ -273,6 +303,7 @@ if __name__ == "__main__":
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--mqa", action="store_true", help="with --time: the MQA shape too")
     ap.add_argument("--out", default="tma-probe.json")
     a = ap.parse_args()
     if a.compile:
@@ -280,4 +311,4 @@ if __name__ == "__main__":
     if a.check:
         check()
     if a.time:
-        time_it(a.out)
+        time_it(a.out, a.mqa)
