@@ -184,8 +184,11 @@ def main() -> None:
             kind = "contiguous" if b is None else "paged"
             label = f"{w.name} {kind}" + (f" b={b}" if b else "") + (" +sharing" * sharing)
             print(f"{label} ...", file=sys.stderr, flush=True)
-            paged = b and BlockManager(w.budget // b, b, enable_prefix_caching=sharing)
-            result = simulate(w, paged or Contiguous(w.budget, w.max_len), label)
+            if b is None:
+                manager = Contiguous(w.budget, w.max_len)
+            else:
+                manager = BlockManager(w.budget // b, b, enable_prefix_caching=sharing)
+            result = simulate(w, manager, label)
             runs.append({"layout": kind, "block_size": b, "prefix_sharing": sharing, **result})
             held = f"{result['token_states_of_reserved']:.1%} of reserved slots hold token states"
             said = f"{result['mean_running']:.1f} running, {result['preemptions']} preemptions"

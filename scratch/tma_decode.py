@@ -18,10 +18,6 @@ a multiple of 16: the probe's shapes), so no key is masked; a partial split is w
 """
 
 import argparse
-import math
-import os
-import sys
-import time
 from pathlib import Path
 
 import torch
@@ -34,32 +30,79 @@ B, N, HQ, HKV, D, BS = 64, 4096, 32, 8, 128, 16
 
 
 @triton.jit
-def _scores(q, k_desc, ks_ptr, phys, h, stride_sblk, stride_sh, qk_scale, D: tl.constexpr,
-            BS: tl.constexpr, FP8: tl.constexpr):
+def _scores(
+    q,
+    k_desc,
+    ks_ptr,
+    phys,
+    h,
+    stride_sblk,
+    stride_sh,
+    qk_scale,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+    FP8: tl.constexpr,
+):
     k = k_desc.load([phys * BS, h * D])  # [BS, D]: the block's keys of kv head h
     s = tl.dot(q, tl.trans(k.to(tl.float16)))
     if FP8:
-        s = s * tl.load(ks_ptr + phys.to(tl.int64) * stride_sblk + h * stride_sh
-                        + tl.arange(0, BS))[None, :]
+        s = (
+            s
+            * tl.load(ks_ptr + phys.to(tl.int64) * stride_sblk + h * stride_sh + tl.arange(0, BS))[
+                None, :
+            ]
+        )
     return s * qk_scale
 
 
 @triton.jit
-def _pv(acc, p, v_desc, vs_ptr, phys, h, stride_sblk, stride_sh, D: tl.constexpr,
-        BS: tl.constexpr, FP8: tl.constexpr):
+def _pv(
+    acc,
+    p,
+    v_desc,
+    vs_ptr,
+    phys,
+    h,
+    stride_sblk,
+    stride_sh,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+    FP8: tl.constexpr,
+):
     v = v_desc.load([phys * BS, h * D])
     if FP8:
-        p = p * tl.load(vs_ptr + phys.to(tl.int64) * stride_sblk + h * stride_sh
-                        + tl.arange(0, BS))[None, :]
+        p = (
+            p
+            * tl.load(vs_ptr + phys.to(tl.int64) * stride_sblk + h * stride_sh + tl.arange(0, BS))[
+                None, :
+            ]
+        )
     return tl.dot(p.to(tl.float16), v.to(tl.float16), acc)
 
 
 @triton.jit
-def _tma_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_ptr,
-                n_kv_heads, group, blocks_per_split, stride_tb, stride_sblk, stride_sh,
-                qk_scale,
-                D: tl.constexpr, BS: tl.constexpr, BLOCK_G: tl.constexpr, FP8: tl.constexpr,
-                STAGES: tl.constexpr):
+def _tma_decode(
+    q_ptr,
+    k_desc,
+    v_desc,
+    ks_ptr,
+    vs_ptr,
+    table_ptr,
+    o_ptr,
+    lse_ptr,
+    n_kv_heads,
+    group,
+    blocks_per_split,
+    stride_tb,
+    stride_sblk,
+    stride_sh,
+    qk_scale,
+    D: tl.constexpr,
+    BS: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    FP8: tl.constexpr,
+    STAGES: tl.constexpr,
+):
     bh = tl.program_id(0)
     split = tl.program_id(1)
     b = bh // n_kv_heads
@@ -91,8 +134,10 @@ def _tma_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_ptr
         s1 = _scores(q, k_desc, ks_ptr, p1, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
         s2 = _scores(q, k_desc, ks_ptr, p2, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
         s3 = _scores(q, k_desc, ks_ptr, p3, h, stride_sblk, stride_sh, qk_scale, D, BS, FP8)
-        m_new = tl.maximum(tl.maximum(tl.maximum(m_i, tl.max(s0, 1)), tl.max(s1, 1)),
-                           tl.maximum(tl.max(s2, 1), tl.max(s3, 1)))
+        m_new = tl.maximum(
+            tl.maximum(tl.maximum(m_i, tl.max(s0, 1)), tl.max(s1, 1)),
+            tl.maximum(tl.max(s2, 1), tl.max(s3, 1)),
+        )
         alpha = tl.math.exp2(m_i - m_new)
         e0 = tl.math.exp2(s0 - m_new[:, None])
         e1 = tl.math.exp2(s1 - m_new[:, None])
@@ -108,8 +153,11 @@ def _tma_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_ptr
     out = acc / l_i[:, None]
     n_splits = tl.num_programs(1)
     o_rows = rows * n_splits + split
-    tl.store(o_ptr + o_rows[:, None] * D + cols[None, :], out.to(o_ptr.dtype.element_ty),
-             mask=g_ok[:, None])
+    tl.store(
+        o_ptr + o_rows[:, None] * D + cols[None, :],
+        out.to(o_ptr.dtype.element_ty),
+        mask=g_ok[:, None],
+    )
     tl.store(lse_ptr + o_rows, (m_i + tl.math.log2(l_i)) / LOG2E, mask=g_ok)
 
 
@@ -117,36 +165,61 @@ def descriptor(pool: torch.Tensor) -> TensorDescriptor:
     """The pool (blocks, BS, Hkv, D) as rows of Hkv D elements; a box is one block's BS slots of
     one head's D columns."""
     rows = pool.view(pool.shape[0] * pool.shape[1], pool.shape[2] * pool.shape[3])
-    return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [pool.shape[1],
-                                                                         pool.shape[3]])
+    return TensorDescriptor(
+        rows, list(rows.shape), list(rows.stride()), [pool.shape[1], pool.shape[3]]
+    )
 
 
-def launch_args(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, stages=3,
-                warps=4):
+def launch_args(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, stages=3, warps=4):
     b, hq, d = q.shape
     hkv, bs = k_pool.shape[2], k_pool.shape[1]
     group = hq // hkv
     blocks = table.shape[1]
     assert blocks % (4 * splits) == 0
     fp8 = k_pool.element_size() == 1
-    o = torch.empty(b * hq * splits, d, device=q.device, dtype=torch.float32 if splits > 1
-                    else q.dtype)
+    o = torch.empty(
+        b * hq * splits, d, device=q.device, dtype=torch.float32 if splits > 1 else q.dtype
+    )
     lse = torch.empty(b * hq * splits, device=q.device, dtype=torch.float32)
     ks = k_scale if fp8 else q
     vs = v_scale if fp8 else q
     stride_sblk, stride_sh = (k_scale.stride(0), k_scale.stride(2)) if fp8 else (0, 0)
     grid = (b * hkv, splits)
-    args = (q, descriptor(k_pool), descriptor(v_pool), ks, vs, table, o, lse, hkv, group,
-            blocks // splits, table.stride(0), stride_sblk, stride_sh, d**-0.5 * LOG2E.value)
-    meta = dict(D=d, BS=bs, BLOCK_G=max(16, triton.next_power_of_2(group)), FP8=fp8,
-                STAGES=stages, num_warps=warps, num_stages=stages)
+    args = (
+        q,
+        descriptor(k_pool),
+        descriptor(v_pool),
+        ks,
+        vs,
+        table,
+        o,
+        lse,
+        hkv,
+        group,
+        blocks // splits,
+        table.stride(0),
+        stride_sblk,
+        stride_sh,
+        d**-0.5 * LOG2E.value,
+    )
+    meta = dict(
+        D=d,
+        BS=bs,
+        BLOCK_G=max(16, triton.next_power_of_2(group)),
+        FP8=fp8,
+        STAGES=stages,
+        num_warps=warps,
+        num_stages=stages,
+    )
     return grid, args, meta, o, lse
 
 
-def tma_decode(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, stages=3,
-               warps=4):
-    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits,
-                                           stages, warps)
+def tma_decode(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, stages=3, warps=4):
+    """Every sequence's context is its whole table row (no lengths: the probe's shapes), split in
+    `splits` runs of whole four-block iterations."""
+    grid, args, meta, o, lse = launch_args(
+        q, k_pool, v_pool, table, k_scale, v_scale, splits, stages, warps
+    )
     _tma_decode[grid](*args, **meta)
     b, hq, d = q.shape
     if splits == 1:
@@ -161,6 +234,7 @@ def compile_report():
     MQA shape's group of 32 (16-bit) after them."""
     import fp8_sass as fs
     from minimodel.paged_attention import FP8_DTYPE
+
     for label, fp8, hkv in (("fp8", True, HKV), ("fp16", False, HKV), ("mqa16", False, 1)):
         dt = FP8_DTYPE if fp8 else torch.float16
         nb = 64
@@ -169,8 +243,9 @@ def compile_report():
         table = torch.zeros(B, N // BS, dtype=torch.int32)
         scales = [torch.ones(nb, hkv, BS).transpose(1, 2) for _ in "kv"] if fp8 else [None] * 2
         for stages, warps in ((3, 4), (4, 4), (3, 2), (3, 1)):
-            grid, args, meta, _, _ = launch_args(q, *pools, table, *scales, stages=stages,
-                                                 warps=warps)
+            grid, args, meta, _, _ = launch_args(
+                q, *pools, table, *scales, stages=stages, warps=warps
+            )
             compiled, *_ = fs.compile_like_jit(_tma_decode, args, meta)
             text, regs, spills = fs.ptxas_v(compiled.asm["ptx"])
             lines = fs.sass_lines(fs.sass(compiled.asm["cubin"]))
@@ -180,28 +255,31 @@ def compile_report():
             for _, op, *_ in loop:
                 c = fs.classify(op)
                 classes[c] = classes.get(c, 0) + 1
-            per_key = meta['num_warps'] * len(loop) / (4 * BS)  # four blocks an iteration
-            print(f"{label} stages={stages} warps={warps}: {text}; SASS {len(lines)}; loop "
-                  f"{len(loop)} an iteration of 4 blocks = {per_key:.1f} warp instructions a key; "
-                  f"shared {compiled.metadata.shared} B; {dict(sorted(classes.items(), key=lambda x: -x[1]))}")
+            per_key = meta["num_warps"] * len(loop) / (4 * BS)  # four blocks an iteration
+            print(
+                f"{label} stages={stages} warps={warps}: {text}; SASS {len(lines)}; loop "
+                f"{len(loop)} an iteration of 4 blocks = {per_key:.1f} warp instructions a key; "
+                f"shared {compiled.metadata.shared} B; {dict(sorted(classes.items(), key=lambda x: -x[1]))}"
+            )
 
 
 def _loop(lines):
     import re
-    addr = {a: k for k, (a, *_rest) in enumerate(lines)}
+
     best = []
     for k, (a, op, text, _, _) in enumerate(lines):
         m = re.search(r"BRA.*?(\.L_x_\d+)", text)
         if op.startswith("BRA") and m:
             tgt = next((j for j, l in enumerate(lines) if l[4] == m.group(1)), None)
             if tgt is not None and tgt < k and k - tgt > len(best):
-                best = lines[tgt:k + 1]
+                best = lines[tgt : k + 1]
     return best
 
 
 def check():
     """Under the interpreter (CPU): against the float64 reference, 16- and 8-bit pools."""
     from minimodel.paged_attention import dequantize_kv, quantize_kv
+
     torch.manual_seed(0)
     b, hkv, n, nb = 3, 2, 128, 32
     q = torch.randn(b, hkv * 4, D).half()
@@ -228,8 +306,14 @@ def check():
         (k8, ks), (v8, vs) = quantize_kv(k), quantize_kv(v)  # (b, hkv, n, d), (b, hkv, n)
         spool = [pool_of(s[..., None].expand(-1, -1, -1, D).contiguous())[..., 0] for s in (ks, vs)]
         spool = [s.transpose(1, 2).contiguous().transpose(1, 2) for s in spool]  # head-major
-        out = tma_decode(q, pool_of(k8.view(torch.uint8)).view(k8.dtype),
-                         pool_of(v8.view(torch.uint8)).view(v8.dtype), perm, *spool, splits=splits)
+        out = tma_decode(
+            q,
+            pool_of(k8.view(torch.uint8)).view(k8.dtype),
+            pool_of(v8.view(torch.uint8)).view(v8.dtype),
+            perm,
+            *spool,
+            splits=splits,
+        )
         err = (out.double() - ref(dequantize_kv(k8, ks), dequantize_kv(v8, vs))).abs().max().item()
         print(f"fp8 splits={splits}: max error {err:.2e}")
         assert err < 2e-3
@@ -241,15 +325,18 @@ def mqa_fns():
     ways (the merge in torch, inside the timed call), 2 or 4 warps."""
     from bench import core
     from minimodel.paged_attention import paged_decode
+
     q, k, v = core.qkv(B, HQ, 1, N, D)
     k_pool, v_pool, table, lens_t = core.paged_cache(k, v, [N] * B, BS)
-    fns = {"mqa_shipped": lambda: paged_decode(q, k_pool, v_pool, table, lens_t,
-                                               max_context_len=N),
-           "mqa_sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0]}
+    fns = {
+        "mqa_shipped": lambda: paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=N),
+        "mqa_sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0],
+    }
     for sp in (2, 4, 8):
         for w in (2, 4):
-            fns[f"mqa_tma_split{sp}_w{w}"] = (
-                lambda sp=sp, w=w: tma_decode(q, k_pool, v_pool, table, splits=sp, warps=w))
+            fns[f"mqa_tma_split{sp}_w{w}"] = lambda sp=sp, w=w: tma_decode(
+                q, k_pool, v_pool, table, splits=sp, warps=w
+            )
     return fns
 
 
@@ -260,19 +347,30 @@ def time_it(out_path, mqa=False):
     from bench import core
     from bench.fp8_decode import cache
     from minimodel.paged_attention import paged_decode
+
     c = cache()
     fns = {
-        "shipped_fp8": lambda: paged_decode(c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t,
-                                            max_context_len=N, k_scale=c.k_scale,
-                                            v_scale=c.v_scale),
-        "shipped_fp16": lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t,
-                                             max_context_len=N),
+        "shipped_fp8": lambda: paged_decode(
+            c.q,
+            c.k_pool8,
+            c.v_pool8,
+            c.table,
+            c.lens_t,
+            max_context_len=N,
+            k_scale=c.k_scale,
+            v_scale=c.v_scale,
+        ),
+        "shipped_fp16": lambda: paged_decode(
+            c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, max_context_len=N
+        ),
     }
     for w in (1, 2):  # one split: 512 programs of one or two warps, all resident at once
-        fns[f"tma_fp8_w{w}"] = (lambda w=w: tma_decode(c.q, c.k_pool8, c.v_pool8, c.table,
-                                                       c.k_scale, c.v_scale, warps=w))
-        fns[f"tma_fp16_w{w}"] = (lambda w=w: tma_decode(c.q, c.k_pool16, c.v_pool16, c.table,
-                                                        warps=w))
+        fns[f"tma_fp8_w{w}"] = lambda w=w: tma_decode(
+            c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, warps=w
+        )
+        fns[f"tma_fp16_w{w}"] = lambda w=w: tma_decode(
+            c.q, c.k_pool16, c.v_pool16, c.table, warps=w
+        )
     if mqa:
         fns |= mqa_fns()
     base = {"fp8": fns["shipped_fp8"](), "fp16": fns["shipped_fp16"]()}
@@ -295,7 +393,9 @@ def time_it(out_path, mqa=False):
     for r in records.values():
         r["graph_ms"] = sum(r["graph_ms_runs"]) / len(r["graph_ms_runs"])
         print(f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us", flush=True)
-    core.save(Path(out_path), {"environment": core.environment(), "records": list(records.values())})
+    core.save(
+        Path(out_path), {"environment": core.environment(), "records": list(records.values())}
+    )
 
 
 if __name__ == "__main__":
