@@ -334,9 +334,10 @@ def mqa_fns():
     }
     for sp in (2, 4, 8):
         for w in (2, 4):
-            fns[f"mqa_tma_split{sp}_w{w}"] = lambda sp=sp, w=w: tma_decode(
-                q, k_pool, v_pool, table, splits=sp, warps=w
-            )
+            for st in (2, 3):
+                fns[f"mqa_tma_split{sp}_w{w}_s{st}"] = lambda sp=sp, w=w, st=st: tma_decode(
+                    q, k_pool, v_pool, table, splits=sp, warps=w, stages=st
+                )
     return fns
 
 
@@ -364,10 +365,11 @@ def time_it(out_path, mqa=False):
             c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, max_context_len=N
         ),
     }
-    for w in (1, 2):  # one split: 512 programs of one or two warps, all resident at once
-        fns[f"tma_fp8_w{w}"] = lambda w=w: tma_decode(
-            c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, warps=w
-        )
+    for w in (1, 2, 4):  # one split: 512 programs
+        for st in (2, 3, 4):
+            fns[f"tma_fp8_w{w}_s{st}"] = lambda w=w, st=st: tma_decode(
+                c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, warps=w, stages=st
+            )
         fns[f"tma_fp16_w{w}"] = lambda w=w: tma_decode(
             c.q, c.k_pool16, c.v_pool16, c.table, warps=w
         )
@@ -393,8 +395,15 @@ def time_it(out_path, mqa=False):
     for r in records.values():
         r["graph_ms"] = sum(r["graph_ms_runs"]) / len(r["graph_ms_runs"])
         print(f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us", flush=True)
+    copy = core.copy_rate()
+    print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
     core.save(
-        Path(out_path), {"environment": core.environment(), "records": list(records.values())}
+        Path(out_path),
+        {
+            "environment": core.environment(),
+            "copy_bytes_per_s": copy,
+            "records": list(records.values()),
+        },
     )
 
 
