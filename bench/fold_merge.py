@@ -59,8 +59,9 @@ def case(n: int, b: int = 1, hq: int = 32, hkv: int = 8, d: int = 128) -> dict:
     q = torch.randn(b, hq, 1, d, dtype=torch.float16, device="cuda")
     k, v = (torch.randn(b, hkv, n, d, dtype=torch.float16, device="cuda") for _ in "kv")
     tau = d**-0.5
-    cfg = pa.decode_config(d, 2)
-    splits = pa.choose_num_splits(b, hkv, n, cfg.block_n, num_sms(q.device))  # the default
+    block_g, chunks = pa.group_rows(hq // hkv)
+    cfg = pa.decode_config(d, 2, block_g)
+    splits = pa.choose_num_splits(b, hkv, n, cfg.block_n, num_sms(q.device), chunks)  # default
     print(f"decode B={b} {hq}/{hkv} d={d} N={n}: {splits} splits", flush=True)
     agree = agreement(q, k, v, tau)
     print(f"  agreement {agree}", flush=True)

@@ -1,6 +1,7 @@
 """The 8-bit KV cache on the GPU (Lab 03 part 2, "The measurement"): one decode step at B = 64,
 4,096 keys, 32 query heads on 8 kv heads, d = 128, through float8_e4m3fn pools with float32
-scales (with the shipped key tile, and with tiles of 64), through float16 pools, and cuDNN's
+scales (with the shipped tile, and with the tile shipped before: 128 keys, four warps),
+through float16 pools, and cuDNN's
 SDPA on the contiguous float16 cache; CUDA-graph replays in turns. figures/fp8_decode.py makes
 the page's tables from the file.
 
@@ -60,11 +61,11 @@ def main() -> None:
     fast = {"max_context_len": N}
     scales = {"k_scale": c.k_scale, "v_scale": c.v_scale}
     fp8_call = lambda: paged_decode(c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t, **fast, **scales)
-    # key tiles of 64 (4 warps, 3 stages), as bench.paged_decode's sweep sets them
-    tile = lambda *a: paged_attention.DecodeConfig(64, 4, 3)
+    # the tile shipped before the warp rule: 128 keys (16 KiB of K), 4 warps, 3 stages
+    tile = lambda *a: paged_attention.DecodeConfig(128, 4, 3)
     fns = {
         "fp8_paged": fp8_call,
-        "fp8_paged_block_n_64": mock.patch.object(paged_attention, "decode_config", tile)(fp8_call),
+        "fp8_paged_before": mock.patch.object(paged_attention, "decode_config", tile)(fp8_call),
         "fp16_paged": lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, **fast),
     }
     fns["sdpa_cudnn"] = lambda: core.sdpa_cudnn(c.q[:, :, None], c.k16, c.v16)[:, :, 0]
@@ -79,9 +80,10 @@ def main() -> None:
     drawn = core.reference(c.q, c.k32, c.v32, CHECKED)
     forms = {  # what each implementation is, as its record says
         "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
-        "float32 scales per token and kv head, shipped tiles (16 KiB of K: 128 keys)",
-        "fp8_paged_block_n_64": "the same, key tiles of 64 (4 warps, 3 stages), the tile "
-        "that q's element size gave before",
+        "float32 scales per token and kv head, shipped tiles (4 KiB of K: 32 keys, one warp, "
+        "2 stages)",
+        "fp8_paged_before": "the same, the tile shipped before: 128 keys (16 KiB of K), "
+        "4 warps, 3 stages",
         "fp16_paged": "the same block table, float16 pools",
         "sdpa_cudnn": "SDPA, cuDNN backend, contiguous float16 cache, enable_gqa",
     }

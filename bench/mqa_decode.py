@@ -43,11 +43,15 @@ def launch_shape(b: int, n: int, hq: int, g_max: int) -> dict:
     """The tile, chunks, splits and programs `_launch_decode` picks for this shape at g_max."""
     with max_group_rows(g_max):
         block_g, chunks = paged_attention.group_rows(hq // HKV)
-    block_n = paged_attention.decode_config(triton.next_power_of_2(D), 2).block_n
+    cfg = paged_attention.decode_config(triton.next_power_of_2(D), 2, block_g)
     sms = kernels.num_sms(torch.device(DEVICE))
-    splits = paged_attention.choose_num_splits(b, HKV, n, block_n, sms, chunks)
+    splits = paged_attention.choose_num_splits(b, HKV, n, cfg.block_n, sms, chunks)
     launch = {"g_max": g_max, "block_g": block_g, "chunks": chunks, "splits": splits}
-    return launch | {"block_n": block_n, "programs": b * HKV * chunks * splits}
+    return launch | {
+        "block_n": cfg.block_n,
+        "num_warps": cfg.num_warps,
+        "programs": b * HKV * chunks * splits,
+    }
 
 
 def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:

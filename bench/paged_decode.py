@@ -129,10 +129,10 @@ def bench_decode(case: Decode, impls: list[str], rounds: int) -> list[dict]:
 def bench_splits(case: Decode, splits: list[int], block_size: int = 16) -> list[dict]:
     """Our paged kernel at forced split counts (and the default choice) on one shape."""
     q, k, v, lens = inputs(case)
-    cfg = paged_attention.decode_config(triton.next_power_of_2(case.d), q.element_size())
+    block_g, chunks = paged_attention.group_rows(case.hq // case.hkv)  # as _launch_decode does
+    cfg = paged_attention.decode_config(triton.next_power_of_2(case.d), q.element_size(), block_g)
     keys = max(lens) if case.window is None else min(max(lens), case.window + cfg.block_n - 1)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    chunks = paged_attention.group_rows(case.hq // case.hkv)[1]  # as _launch_decode counts them
     chosen = paged_attention.choose_num_splits(case.b, case.hkv, keys, cfg.block_n, sms, chunks)
     nbytes, recs, fns = kv_bytes(case, lens), {}, {}
     for s in sorted(set(splits) | {chosen}):

@@ -139,12 +139,19 @@ def test_a_ragged_split_batch_in_longest_first_order_is_each_sequences_own(monke
 
 
 @pytest.mark.parametrize("head_dim", [16, 32, 64, 128, 256])
-@pytest.mark.parametrize("elem", [2, 4])
-def test_decode_tiles_are_16_kib_powers_of_two(monkeypatch, head_dim, elem):
+@pytest.mark.parametrize("elem", [1, 2, 4])
+@pytest.mark.parametrize("block_g", [16, 32, 64])
+def test_decode_tiles_by_bytes_and_a_warp_per_16_rows(monkeypatch, head_dim, elem, block_g):
     monkeypatch.setattr(pa, "INTERPRET", False)
-    cfg = pa.decode_config(head_dim, elem)
+    cfg = pa.decode_config(head_dim, elem, block_g)
+    budget = pa.FP8_DECODE_TILE_BYTES if elem == 1 else pa.DECODE_TILE_BYTES
     assert cfg.block_n in (16, 32, 64, 128)
-    assert cfg.block_n * head_dim * elem <= pa.DECODE_TILE_BYTES or cfg.block_n == 16
+    assert cfg.block_n * head_dim * elem <= budget or cfg.block_n == 16
+    assert 2 * cfg.block_n * head_dim * elem > budget or cfg.block_n == 128  # the largest fit
+    if elem == 1 or block_g > 16:  # one warp per 16 query rows
+        assert cfg.num_warps == block_g // 16
+    else:
+        assert cfg.num_warps == 4
 
 
 def test_the_host_arithmetic_is_triton_s():

@@ -569,18 +569,25 @@ class PrefillConfig(NamedTuple):
 
 
 DECODE_TILE_BYTES = 16 * 1024  # one K tile: BLOCK_N keys of HEAD_DIM elements
+FP8_DECODE_TILE_BYTES = 4 * 1024  # an 8-bit pool's K tile, at one warp per 16 query rows
 
 
-def decode_config(head_dim: int, elem_bytes: int) -> DecodeConfig:
-    """The decode kernel's tile: BLOCK_N keys of at most 16 KiB per K tile (16 to 128 keys).
+def decode_config(head_dim: int, elem_bytes: int, block_g: int = 16) -> DecodeConfig:
+    """The decode kernel's tile for K tiles of head_dim (padded, a power of two) elements of
+    elem_bytes (the pools'), and query tiles of block_g rows (group_rows).
 
-    head_dim is the padded (power-of-two) head dim of the tiles, elem_bytes the pools' element
-    size: an 8-bit pool's tile holds 128 keys at d = 128, the fastest of the H200 sweep of 8-bit
-    tiles, warps, stages, splits and two other loops (data/fp8-sweep-h200.json)."""
+    16-bit pools: BLOCK_N keys of 16 KiB per K tile (16 to 128 keys), 4 warps, 3 stages; a query
+    tile of 32 or 64 rows gets one warp per 16 rows. 8-bit pools: 4 KiB K tiles, one warp per 16
+    query rows, 2 stages. A warp then holds 16 query rows, tl.dot's least, and repeats no other
+    warp's work of a key (data/warps-probe-h200.json, at d = 128: 8-bit 16-row tiles, 16-bit
+    32-row tiles)."""
     if INTERPRET:
         return DecodeConfig(16, 4, 1)
+    if elem_bytes == 1:
+        block_n = max(16, min(128, FP8_DECODE_TILE_BYTES // head_dim))
+        return DecodeConfig(block_n, block_g // 16, 2)
     block_n = max(16, min(128, DECODE_TILE_BYTES // (head_dim * elem_bytes)))
-    return DecodeConfig(block_n, 4, 3)
+    return DecodeConfig(block_n, 4 if block_g == 16 else block_g // 16, 3)
 
 
 def prefill_config(head_dim: int, elem_bytes: int) -> PrefillConfig:
@@ -1101,9 +1108,9 @@ _DECODE_PLANS: dict[tuple, object] = {}
 def _settings() -> tuple:
     """The module's settings a decode plan depends on (benchmarks and tests change them): part
     of its key, so that a change takes effect at the next call."""
-    return (decode_config, DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS, FOLD_MERGE,
-            FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS, MERGE_BLOCK_S,
-            LONGEST_FIRST_BATCH, num_sms, INTERPRET)
+    return (decode_config, DECODE_TILE_BYTES, FP8_DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS,
+            FOLD_MERGE, FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS,
+            MERGE_BLOCK_S, LONGEST_FIRST_BATCH, num_sms, INTERPRET)
 
 
 def _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len, num_splits,
@@ -1113,14 +1120,14 @@ def _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_l
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     elem = k.element_size()
-    cfg = decode_config(max(16, next_power_of_2(d)), elem)  # the pools' bytes, not q's
+    block_g, chunks = group_rows(hq // n_kv_heads)
+    cfg = decode_config(max(16, next_power_of_2(d)), elem, block_g)  # the pools' bytes, not q's
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
     keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
     fold = FOLD_MERGE if fold_merge is None else fold_merge
     if fold is None:  # K and V's bytes bound the call's GPU time: fold while it is short
         fold = 2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES and not capturing
-    block_g, chunks = group_rows(hq // n_kv_heads)
     if num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device),
                                        chunks)
