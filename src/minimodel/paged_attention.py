@@ -613,9 +613,10 @@ LONGEST_FIRST_BATCH = (64, 512)  # split calls of this many sequences start the 
 # each, so that a tile and its G_max x d float32 accumulator stay within one program's registers.
 # Cutting MQA groups of 32 and 64 smaller was slower at both shapes bench.mqa_decode times on
 # the kernel that read one table entry per key (data/mqa-decode-perkey-h200.json): each chunk
-# reads its kv head's tiles again. With one entry per block, 16-row chunks are faster at B = 64
-# through the table only (data/mqa-decode-h200.json); no rule cuts by shape. A power of two, at
-# least 16 (tl.dot's smallest tile); a module constant that a benchmark may set around a call.
+# reads its kv head's tiles again. With one entry per block and four warps a program, 16-row
+# chunks were faster at B = 64 through the table only (data/mqa-decode-4warps-h200.json); with a
+# warp per 16 rows (decode_config), uncut is faster at both (data/mqa-decode-h200.json). A power
+# of two, at least 16 (tl.dot's smallest tile); a module constant a benchmark may set for a call.
 DECODE_MAX_GROUP_ROWS = 64
 
 
