@@ -373,6 +373,10 @@ def time_it(out_path, mqa=False):
         fns[f"tma_fp16_w{w}"] = lambda w=w: tma_decode(
             c.q, c.k_pool16, c.v_pool16, c.table, warps=w
         )
+    for st in (2, 3):  # two splits: 1,024 one-warp programs, the merge in torch
+        fns[f"tma_fp8_w1_s{st}_split2"] = lambda st=st: tma_decode(
+            c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, splits=2, warps=1, stages=st
+        )
     if mqa:
         fns |= mqa_fns()
     base = {"fp8": fns["shipped_fp8"](), "fp16": fns["shipped_fp16"]()}
