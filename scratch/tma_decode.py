@@ -229,6 +229,41 @@ def tma_decode(q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=1, s
     return (w[..., None] * o).sum(2).to(q.dtype)
 
 
+def tma_decode_kmerge(
+    q, k_pool, v_pool, table, k_scale=None, v_scale=None, splits=2, stages=2, warps=1
+):
+    """tma_decode with its splits merged by the shipped merge kernel (paged_attention's
+    _merge_splits, the launch a captured split call makes), not by PyTorch."""
+    from minimodel.paged_attention import MERGE_BLOCK_S, _merge_splits
+
+    grid, args, meta, o, lse = launch_args(
+        q, k_pool, v_pool, table, k_scale, v_scale, splits, stages, warps
+    )
+    _tma_decode[grid](*args, **meta)
+    b, hq, d = q.shape
+    o_part, lse_part = o.view(b, hq, splits, d), lse.view(b, hq, splits)
+    out = torch.empty_like(q)
+    _merge_splits[(b * hq,)](
+        o_part,
+        lse_part,
+        out,
+        lse_part,
+        splits,
+        hq,
+        *o_part.stride(),
+        *lse_part.stride(),
+        *out.stride(),
+        0,
+        0,
+        D=d,
+        HEAD_DIM=d,
+        BLOCK_S=MERGE_BLOCK_S,
+        LSE=False,
+        num_warps=4,
+    )
+    return out
+
+
 def compile_report():
     """Compile for sm_90 without a GPU, the shipped fp8/fp16 variants' way (fp8_sass.py); the
     MQA shape's group of 32 (16-bit) after them."""
@@ -377,6 +412,11 @@ def time_it(out_path, mqa=False):
         fns[f"tma_fp8_w1_s{st}_split2"] = lambda st=st: tma_decode(
             c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, splits=2, warps=1, stages=st
         )
+    for sp in (2, 4):  # the splits merged by the shipped merge kernel
+        for st in (2, 3):
+            fns[f"tma_fp8_w1_s{st}_split{sp}_kmerge"] = lambda sp=sp, st=st: tma_decode_kmerge(
+                c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, sp, st, 1
+            )
     if mqa:
         fns |= mqa_fns()
     base = {"fp8": fns["shipped_fp8"](), "fp16": fns["shipped_fp16"]()}
