@@ -376,7 +376,7 @@ def mqa_fns():
     return fns
 
 
-def time_it(out_path, mqa=False):
+def time_it(out_path, mqa=False, only=()):
     """On the H200: this kernel against paged_decode at bench.fp8_decode's shape (and with
     --mqa at issue 23's MQA shape), graph replays in turns, each output first checked against
     the shipped kernel's."""
@@ -419,6 +419,8 @@ def time_it(out_path, mqa=False):
             )
     if mqa:
         fns |= mqa_fns()
+    if only:  # the shipped kernels and the variants named
+        fns = {k: f for k, f in fns.items() if k.startswith(("shipped", "mqa_shipped", *only))}
     base = {"fp8": fns["shipped_fp8"](), "fp16": fns["shipped_fp16"]()}
     if mqa:
         base["mqa"] = fns["mqa_shipped"]()
@@ -457,6 +459,7 @@ if __name__ == "__main__":
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--mqa", action="store_true", help="with --time: the MQA shape too")
+    ap.add_argument("--only", default="", help="with --time: name prefixes, comma-separated")
     ap.add_argument("--out", default="tma-probe.json")
     a = ap.parse_args()
     if a.compile:
@@ -464,4 +467,4 @@ if __name__ == "__main__":
     if a.check:
         check()
     if a.time:
-        time_it(a.out, a.mqa)
+        time_it(a.out, a.mqa, tuple(a.only.split(",")) if a.only else ())
