@@ -12,9 +12,16 @@ kernel does (K's scale on its score column, V's on P~'s column). Full blocks onl
 a multiple of 16: the probe's shapes), so no key is masked; a partial split is written as
 (O_u, lse_u) and merged by torch.
 
-    env -u TRITON_INTERPRET PYTHONPATH=src:scratch:. .venv/bin/python scratch/tma_decode.py --compile
+Timed on the H200: data/tma-probe-h200.json (ffd4cac, with --mqa) and data/tma-probe2-h200.json
+(eda23db: two splits of one-warp programs, merged by PyTorch, 169.3 us). The variants merged by
+the shipped merge kernel (tma_decode_kmerge) are checked in the interpreter, not yet timed:
+
+    PYTHONPATH=src:scratch:. python scratch/tma_decode.py --time \
+        --only tma_fp8_w1_s3,tma_fp8_w1_s2_split,tma_fp8_w1_s3_split --out $OUT/tma-probe3.json
+
+    env -u TRITON_INTERPRET PYTHONPATH=src:scratch:. .venv/bin/python \
+        scratch/tma_decode.py --compile
     TRITON_INTERPRET=1 PYTHONPATH=src:scratch:. .venv/bin/python scratch/tma_decode.py --check
-    PYTHONPATH=src:scratch:. python scratch/tma_decode.py --time --out $OUT/tma-probe-h200.json  # GPU
 """
 
 import argparse
