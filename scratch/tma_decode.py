@@ -275,6 +275,7 @@ def compile_report():
     """Compile for sm_90 without a GPU, the shipped fp8/fp16 variants' way (fp8_sass.py); the
     MQA shape's group of 32 (16-bit) after them."""
     import fp8_sass as fs
+
     from minimodel.paged_attention import FP8_DTYPE
 
     for label, fp8, hkv in (("fp8", True, HKV), ("fp16", False, HKV), ("mqa16", False, 1)):

@@ -46,15 +46,26 @@ def with_config(fn, cfg, pps=None, g_max=None):
 
 def main(out):
     c = cache()
-    fp8 = lambda: paged_decode(c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t, max_context_len=N,
-                               k_scale=c.k_scale, v_scale=c.v_scale)
-    fp16 = lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t,
-                                max_context_len=N)
+    fp8 = lambda: paged_decode(
+        c.q,
+        c.k_pool8,
+        c.v_pool8,
+        c.table,
+        c.lens_t,
+        max_context_len=N,
+        k_scale=c.k_scale,
+        v_scale=c.v_scale,
+    )
+    fp16 = lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, max_context_len=N)
     q, k, v = core.qkv(B, HQ, 1, N, D)
     k_pool, v_pool, table, lens_t = core.paged_cache(k, v, [N] * B, BS)
     mqa = lambda: paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=N)
-    fns = {"fp8 shipped": fp8, "fp16 shipped": fp16, "mqa shipped": mqa,
-           "mqa sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0]}
+    fns = {
+        "fp8 shipped": fp8,
+        "fp16 shipped": fp16,
+        "mqa shipped": mqa,
+        "mqa sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0],
+    }
     for bn in (32, 64, 128):
         for w in (1, 2):
             for st in (2, 3):
@@ -86,12 +97,20 @@ def main(out):
             records[name]["graph_ms_runs"].append(core.time_ms(fn, name, graph=True))
     for r in records.values():
         r["graph_ms"] = sum(r["graph_ms_runs"]) / len(r["graph_ms_runs"])
-        print(f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us  diff {r['max_diff_vs_shipped']:.1e}",
-              flush=True)
+        print(
+            f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us  diff {r['max_diff_vs_shipped']:.1e}",
+            flush=True,
+        )
     copy = core.copy_rate()
     print(f"copy {copy / 1e9:.0f} GB/s", flush=True)
-    core.save(Path(out), {"environment": core.environment(), "copy_bytes_per_s": copy,
-                          "records": list(records.values())})
+    core.save(
+        Path(out),
+        {
+            "environment": core.environment(),
+            "copy_bytes_per_s": copy,
+            "records": list(records.values()),
+        },
+    )
 
 
 if __name__ == "__main__":
