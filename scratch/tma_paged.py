@@ -22,6 +22,7 @@ of two in [16, 256] and Hkv * d * element size a multiple of 16 bytes (TMA's row
 float16; no fold of the merge; no longest-first order.
 
     TRITON_INTERPRET=1 PYTHONPATH=src:scratch:. .venv/bin/python scratch/tma_paged.py --check
+    env -u TRITON_INTERPRET PYTHONPATH=src:scratch:. .venv/bin/python scratch/tma_paged.py --compile
     PYTHONPATH=src:scratch:. python scratch/tma_paged.py --time --out $OUT/tma-paged-h200.json
 """
 
@@ -41,7 +42,7 @@ LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
 BAD_ENTRY = tl.constexpr(pa.ERR_BAD_ENTRY)
 BAD_LENGTH = tl.constexpr(pa.ERR_BAD_LENGTH)
-BLOCKS = 4  # blocks an iteration
+BLOCKS = tl.constexpr(4)  # blocks an iteration
 
 
 @triton.jit
@@ -219,6 +220,26 @@ def tma_paged_decode(q, k_pool, v_pool, block_tables, context_lens, *, max_conte
                      num_splits=None, window=None, k_scale=None, v_scale=None, error_flags=None,
                      warps=1, stages=2):
     """paged_decode's fast path with this kernel: (O (B, Hq, d) in q's dtype, lse (B, Hq))."""
+    grid, args, meta, out = launch_args(
+        q, k_pool, v_pool, block_tables, context_lens, max_context_len=max_context_len,
+        num_splits=num_splits, window=window, k_scale=k_scale, v_scale=v_scale,
+        error_flags=error_flags, warps=warps, stages=stages)
+    _tma_paged_decode[grid](*args, **meta)
+    o, lse, o_dst, lse_dst = out
+    b, hq, d = q.shape
+    num_splits = grid[1]
+    if num_splits > 1:
+        pa._merge_splits[(b * hq,)](
+            o_dst, lse_dst, o, lse, num_splits, hq, *o_dst.stride(), *lse_dst.stride(),
+            *o.stride()[:2], o.stride(2), *lse.stride(),
+            D=d, HEAD_DIM=d, BLOCK_S=pa.MERGE_BLOCK_S, LSE=True, num_warps=4,
+        )
+    return o, lse
+
+
+def launch_args(q, k_pool, v_pool, block_tables, context_lens, *, max_context_len, num_splits,
+                window, k_scale, v_scale, error_flags, warps, stages):
+    """The decode launch's (grid, args, meta) and (O, lse, O_u, lse_u)."""
     b, hq, d = q.shape
     num_blocks, bs, hkv, dk = k_pool.shape
     assert q.dtype == torch.float16 and q.is_contiguous()
@@ -229,7 +250,7 @@ def tma_paged_decode(q, k_pool, v_pool, block_tables, context_lens, *, max_conte
     assert fp8 == (k_scale is not None) == (v_scale is not None)
     capacity = block_tables.shape[1] * bs
     block_g, chunks = pa.group_rows(hq // hkv)
-    it = BLOCKS * bs  # keys an iteration
+    it = BLOCKS.value * bs  # keys an iteration
     keys = max_context_len if window is None else min(max_context_len, window + it - 1)
     if num_splits is None:
         num_splits = pa.choose_num_splits(b, hkv, keys, it, num_sms(q.device), chunks)
@@ -245,7 +266,7 @@ def tma_paged_decode(q, k_pool, v_pool, block_tables, context_lens, *, max_conte
     vs = v_scale if fp8 else q
     sks = k_scale.stride() if fp8 else (0, 0, 0)
     svs = v_scale.stride() if fp8 else (0, 0, 0)
-    _tma_paged_decode[(b * hkv * chunks, num_splits)](
+    args = (
         q, descriptor(k_pool), descriptor(v_pool), block_tables, context_lens, o_dst, lse_dst,
         error_flags, ks, vs,
         d**-0.5 * LOG2E.value, window or 0, split_len, hkv, hq // hkv, num_blocks,
@@ -253,16 +274,53 @@ def tma_paged_decode(q, k_pool, v_pool, block_tables, context_lens, *, max_conte
         q.stride(0), q.stride(1), *block_tables.stride(), context_lens.stride(0),
         error_flags.stride(0) if error_flags is not None else 0,
         o_dst.stride(0), o_dst.stride(1), o_dst.stride(2), *lse_dst.stride(), *sks, *svs,
-        D=d, BS=bs, BLOCK_G=block_g, FP8=fp8, WINDOWED=window is not None,
-        HAS_ERR=error_flags is not None, STAGES=stages, num_warps=warps, num_stages=stages,
     )
-    if num_splits > 1:
-        pa._merge_splits[(b * hq,)](
-            o_dst, lse_dst, o, lse, num_splits, hq, *o_dst.stride(), *lse_dst.stride(),
-            *o.stride()[:2], o.stride(2), *lse.stride(),
-            D=d, HEAD_DIM=d, BLOCK_S=pa.MERGE_BLOCK_S, LSE=True, num_warps=4,
-        )
-    return o, lse
+    meta = dict(D=d, BS=bs, BLOCK_G=block_g, FP8=fp8, WINDOWED=window is not None,
+                HAS_ERR=error_flags is not None, STAGES=stages, num_warps=warps,
+                num_stages=stages)
+    return (b * hkv * chunks, num_splits), args, meta, (o, lse, o_dst, lse_dst)
+
+
+def compile_report():
+    """Compiled for sm_90 without a GPU (scratch/fp8_sass.py's way), at bench.fp8_decode's shape:
+    registers, spills, shared memory and the main loop's warp instructions a key."""
+    import re
+
+    import fp8_sass as fs
+
+    def main_loop(lines):
+        """The innermost backward branch's span that holds tensor-core instructions (the
+        kernel's tail holds longer backward branches: reconvergence jumps, no loop)."""
+        spans = []
+        for k, (_, op, text, _, _) in enumerate(lines):
+            m = re.search(r"BRA.*?(\.L_x_\d+)", text)
+            tgt = m and next((j for j, ln in enumerate(lines) if ln[4] == m.group(1)), None)
+            if op.startswith("BRA") and tgt is not None and tgt < k:
+                body = lines[tgt : k + 1]
+                if any(ln[1].startswith("HMMA") for ln in body):
+                    spans.append(body)
+        return min(spans, key=len)
+
+    b, hq, hkv, d, bs, n = 64, 32, 8, 128, 16, 4096
+    nb = 64
+    q = torch.zeros(b, hq, d, dtype=torch.float16)
+    table = torch.zeros(b, n // bs, dtype=torch.int32)
+    lens = torch.full((b,), n, dtype=torch.int32)
+    for fp8 in (True, False):
+        dt = pa.FP8_DTYPE if fp8 else torch.float16
+        pools = [torch.zeros(nb, bs, hkv, d, dtype=torch.float16).to(dt) for _ in "kv"]
+        sc = {"k_scale": torch.ones(nb, bs, hkv), "v_scale": torch.ones(nb, bs, hkv)} if fp8 \
+            else {"k_scale": None, "v_scale": None}
+        for stages in (2, 3):
+            grid, args, meta, _ = launch_args(
+                q, *pools, table, lens, max_context_len=n, num_splits=2, window=None,
+                error_flags=None, warps=1, stages=stages, **sc)
+            compiled, *_ = fs.compile_like_jit(_tma_paged_decode, args, meta)
+            text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
+            loop = main_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
+            print(f"{'fp8' if fp8 else 'fp16'} stages={stages} warps=1: {text}; shared "
+                  f"{compiled.metadata.shared} B; main loop {len(loop)} = "
+                  f"{len(loop) / (BLOCKS.value * bs):.1f} warp instructions a key")
 
 
 def check():
@@ -363,10 +421,13 @@ def time_it(out_path):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
+    ap.add_argument("--compile", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--out", default="tma-paged.json")
     a = ap.parse_args()
+    if a.compile:
+        compile_report()
     if a.check:
         check()
     if a.time:
