@@ -36,7 +36,6 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from minimodel import paged_attention as pa
 from minimodel.kernels import cdiv, num_sms
-from minimodel.paged_attention import _scaled_pv
 
 LOG2E = tl.constexpr(1.4426950408889634)
 LN2 = tl.constexpr(0.6931471805599453)
@@ -56,15 +55,29 @@ def _entry(row, col, lo, end, stride_tc, num_blocks, BS: tl.constexpr):
 
 
 @triton.jit
+def _entries(row, c, lo, end, stride_tc, num_blocks, BS: tl.constexpr):
+    """Columns c to c + 3: their blocks, whether each is followed, and how many were read but
+    refused (an entry outside the pool whose block holds keys of [lo, end): a flag)."""
+    p0, ok0, r0 = _entry(row, c, lo, end, stride_tc, num_blocks, BS)
+    p1, ok1, r1 = _entry(row, c + 1, lo, end, stride_tc, num_blocks, BS)
+    p2, ok2, r2 = _entry(row, c + 2, lo, end, stride_tc, num_blocks, BS)
+    p3, ok3, r3 = _entry(row, c + 3, lo, end, stride_tc, num_blocks, BS)
+    bad = ((r0 & ~ok0).to(tl.int32) + (r1 & ~ok1).to(tl.int32)
+           + (r2 & ~ok2).to(tl.int32) + (r3 & ~ok3).to(tl.int32))
+    return p0, p1, p2, p3, ok0, ok1, ok2, ok3, bad
+
+
+@triton.jit
 def _block_scores(q, k_desc, ks_ptr, phys, ok, col, lo, end, h, num_blocks, qk_scale,
                   stride_ksblk, stride_ksslot, D: tl.constexpr, BS: tl.constexpr,
                   FP8: tl.constexpr, MASKED: tl.constexpr):
-    """One block's scores (log2 units), -inf where a key is not seen, and its key mask."""
-    j = col * BS + tl.arange(0, BS)
+    """One block's scores (log2 units), -inf where a key is not seen, and what is seen: a key
+    mask (MASKED) or the block's one flag (a block wholly inside [lo, end))."""
     if MASKED:
+        j = col * BS + tl.arange(0, BS)
         seen = (j >= lo) & (j < end) & ok
-    else:  # the whole block is inside [lo, end): only its entry can refuse it
-        seen = (j >= 0) & ok
+    else:
+        seen = ok
     # a refused entry's copy starts past the pool: TMA fills it with zeros, nothing is read
     k = k_desc.load([tl.where(ok, phys, num_blocks) * BS, h * D])
     s = tl.dot(q, tl.trans(k.to(tl.float16)))
@@ -72,39 +85,42 @@ def _block_scores(q, k_desc, ks_ptr, phys, ok, col, lo, end, h, num_blocks, qk_s
         safe = tl.where(ok, phys, 0).to(tl.int64)
         s = s * tl.load(ks_ptr + safe * stride_ksblk + tl.arange(0, BS) * stride_ksslot,
                         mask=seen, other=0.0)[None, :]
-    return tl.where(seen[None, :], s * qk_scale, float("-inf")), seen
+    if MASKED:
+        s = tl.where(seen[None, :], s * qk_scale, float("-inf"))
+    else:
+        s = tl.where(seen, s * qk_scale, float("-inf"))
+    return s, seen
 
 
 @triton.jit
-def _block_pv(acc, p, v_desc, vs_ptr, phys, ok, seen, h, num_blocks, stride_vsblk,
-              stride_vsslot, D: tl.constexpr, BS: tl.constexpr, FP8: tl.constexpr,
-              MASKED: tl.constexpr):
-    """acc + P~ V for one block (P~ diag(s) V^ for an 8-bit pool, as _scaled_pv)."""
+def _block_vscale(vs_ptr, phys, ok, seen, stride_vsblk, stride_vsslot, BS: tl.constexpr):
+    """An 8-bit block's V scales, 0 for a key not seen."""
+    safe = tl.where(ok, phys, 0).to(tl.int64)
+    return tl.load(vs_ptr + safe * stride_vsblk + tl.arange(0, BS) * stride_vsslot, mask=seen,
+                   other=0.0)
+
+
+@triton.jit
+def _block_pv(acc, p, w, v_desc, phys, ok, seen, h, num_blocks, D: tl.constexpr,
+              BS: tl.constexpr, FP8: tl.constexpr, MASKED: tl.constexpr):
+    """acc + P~ V for one block; for an 8-bit pool acc + P~ diag(w) V^, w its scales over the
+    iteration's largest."""
     v = v_desc.load([tl.where(ok, phys, num_blocks) * BS, h * D]).to(tl.float16)
     if MASKED:  # a slot outside [lo, end) may hold NaN: its row must be zero, not just unweighted
         v = tl.where(seen[:, None], v, 0.0)
     if FP8:
-        safe = tl.where(ok, phys, 0).to(tl.int64)
-        v_sc = tl.load(vs_ptr + safe * stride_vsblk + tl.arange(0, BS) * stride_vsslot,
-                       mask=seen, other=0.0)
-        return _scaled_pv(acc, p, v, v_sc, "tf32")
+        p = p * w[None, :]
     return tl.dot(p.to(tl.float16), v, acc)
 
 
 @triton.jit
-def _iteration(acc, m_i, l_i, n_bad, q, k_desc, v_desc, ks_ptr, vs_ptr, row, i, lo, end, h,
-               num_blocks, qk_scale, stride_tc, stride_ksblk, stride_ksslot, stride_vsblk,
-               stride_vsslot, D: tl.constexpr, BS: tl.constexpr, FP8: tl.constexpr,
-               MASKED: tl.constexpr):
-    """Keys [i, i + 4 BS): four blocks, one softmax update and one rescale of acc for the four."""
+def _iteration(acc, m_i, l_i, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3, ok0, ok1, ok2,
+               ok3, i, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
+               stride_vsblk, stride_vsslot, D: tl.constexpr, BS: tl.constexpr,
+               FP8: tl.constexpr, MASKED: tl.constexpr):
+    """Keys [i, i + 4 BS) in blocks p0..p3: one softmax update and one rescale of acc for the
+    four."""
     c = i // BS
-    p0, ok0, r0 = _entry(row, c, lo, end, stride_tc, num_blocks, BS)
-    p1, ok1, r1 = _entry(row, c + 1, lo, end, stride_tc, num_blocks, BS)
-    p2, ok2, r2 = _entry(row, c + 2, lo, end, stride_tc, num_blocks, BS)
-    p3, ok3, r3 = _entry(row, c + 3, lo, end, stride_tc, num_blocks, BS)
-    # an entry read (its block holds keys of [lo, end)) but refused: the sequence is flagged
-    n_bad += ((r0 & ~ok0).to(tl.int32) + (r1 & ~ok1).to(tl.int32)
-              + (r2 & ~ok2).to(tl.int32) + (r3 & ~ok3).to(tl.int32))
     s0, e0 = _block_scores(q, k_desc, ks_ptr, p0, ok0, c, lo, end, h, num_blocks, qk_scale,
                            stride_ksblk, stride_ksslot, D, BS, FP8, MASKED)
     s1, e1 = _block_scores(q, k_desc, ks_ptr, p1, ok1, c + 1, lo, end, h, num_blocks, qk_scale,
@@ -122,16 +138,32 @@ def _iteration(acc, m_i, l_i, n_bad, q, k_desc, v_desc, ks_ptr, vs_ptr, row, i, 
     s2 = tl.math.exp2(s2 - m_use[:, None])
     s3 = tl.math.exp2(s3 - m_use[:, None])
     l_i = l_i * alpha + (tl.sum(s0, 1) + tl.sum(s1, 1)) + (tl.sum(s2, 1) + tl.sum(s3, 1))
-    acc = acc * alpha[:, None]
-    acc = _block_pv(acc, s0, v_desc, vs_ptr, p0, ok0, e0, h, num_blocks, stride_vsblk,
-                    stride_vsslot, D, BS, FP8, MASKED)
-    acc = _block_pv(acc, s1, v_desc, vs_ptr, p1, ok1, e1, h, num_blocks, stride_vsblk,
-                    stride_vsslot, D, BS, FP8, MASKED)
-    acc = _block_pv(acc, s2, v_desc, vs_ptr, p2, ok2, e2, h, num_blocks, stride_vsblk,
-                    stride_vsslot, D, BS, FP8, MASKED)
-    acc = _block_pv(acc, s3, v_desc, vs_ptr, p3, ok3, e3, h, num_blocks, stride_vsblk,
-                    stride_vsslot, D, BS, FP8, MASKED)
-    return acc, m_new, l_i, n_bad
+    if FP8:  # acc += P~ diag(s) V^ = s_max (P~ diag(s / s_max) V^): P~_hj s_j / s_max in [0, 1],
+        # where P~_hj s_j itself can fall below float16's normal range; the iteration's largest
+        # scale is taken out in the rescale of acc that alpha needs anyway, and put back after
+        w0 = _block_vscale(vs_ptr, p0, ok0, e0, stride_vsblk, stride_vsslot, BS)
+        w1 = _block_vscale(vs_ptr, p1, ok1, e1, stride_vsblk, stride_vsslot, BS)
+        w2 = _block_vscale(vs_ptr, p2, ok2, e2, stride_vsblk, stride_vsslot, BS)
+        w3 = _block_vscale(vs_ptr, p3, ok3, e3, stride_vsblk, stride_vsslot, BS)
+        s_max = tl.maximum(tl.maximum(tl.max(w0, 0), tl.max(w1, 0)),
+                           tl.maximum(tl.max(w2, 0), tl.max(w3, 0)))
+        s_max = tl.where(s_max > 0.0, s_max, 1.0)  # no key seen: every scale is 0
+        r = 1.0 / s_max
+        acc = acc * (alpha * r)[:, None]
+        w0, w1, w2, w3 = w0 * r, w1 * r, w2 * r, w3 * r
+    else:
+        acc = acc * alpha[:, None]
+        w0 = alpha  # not read without FP8
+        w1 = alpha
+        w2 = alpha
+        w3 = alpha
+    acc = _block_pv(acc, s0, w0, v_desc, p0, ok0, e0, h, num_blocks, D, BS, FP8, MASKED)
+    acc = _block_pv(acc, s1, w1, v_desc, p1, ok1, e1, h, num_blocks, D, BS, FP8, MASKED)
+    acc = _block_pv(acc, s2, w2, v_desc, p2, ok2, e2, h, num_blocks, D, BS, FP8, MASKED)
+    acc = _block_pv(acc, s3, w3, v_desc, p3, ok3, e3, h, num_blocks, D, BS, FP8, MASKED)
+    if FP8:
+        acc = acc * s_max
+    return acc, m_new, l_i
 
 
 @triton.jit(do_not_specialize=["window", "split_len", "n_kv_heads", "group", "num_blocks",
@@ -178,22 +210,37 @@ def _tma_paged_decode(
     # a masked last one (a context that ends inside it)
     i0 = start
     if (start < lo) & (start < end):
-        acc, m_i, l_i, n_bad = _iteration(
-            acc, m_i, l_i, n_bad, q, k_desc, v_desc, ks_head, vs_head, row, start, lo, end, h,
-            num_blocks, qk_scale, stride_tc, stride_ksblk, stride_ksslot, stride_vsblk,
-            stride_vsslot, D, BS, FP8, True)
+        p0, p1, p2, p3, ok0, ok1, ok2, ok3, bad = _entries(row, start // BS, lo, end, stride_tc,
+                                                           num_blocks, BS)
+        n_bad += bad
+        acc, m_i, l_i = _iteration(
+            acc, m_i, l_i, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
+            ok3, start, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
+            stride_vsblk, stride_vsslot, D, BS, FP8, True)
         i0 = start + it
     i1 = i0 + tl.maximum(end - i0, 0) // it * it
+    # the whole iterations read their table entries one iteration ahead (carried by the loop),
+    # so that no copy's coordinates wait on a load of its own iteration
+    n0, n1, n2, n3, nok0, nok1, nok2, nok3, nbad = _entries(row, i0 // BS, lo, end, stride_tc,
+                                                            num_blocks, BS)
     for i in tl.range(i0, i1, it, num_stages=STAGES):
-        acc, m_i, l_i, n_bad = _iteration(
-            acc, m_i, l_i, n_bad, q, k_desc, v_desc, ks_head, vs_head, row, i, lo, end, h,
-            num_blocks, qk_scale, stride_tc, stride_ksblk, stride_ksslot, stride_vsblk,
-            stride_vsslot, D, BS, FP8, False)
+        p0, p1, p2, p3, ok0, ok1, ok2, ok3 = n0, n1, n2, n3, nok0, nok1, nok2, nok3
+        n_bad += nbad
+        nxt = tl.minimum(i + it, i1 - it)  # the last iteration reads its own entries again
+        n0, n1, n2, n3, nok0, nok1, nok2, nok3, nbad = _entries(row, nxt // BS, lo, end,
+                                                                stride_tc, num_blocks, BS)
+        acc, m_i, l_i = _iteration(
+            acc, m_i, l_i, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
+            ok3, i, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
+            stride_vsblk, stride_vsslot, D, BS, FP8, False)
     if i1 < end:
-        acc, m_i, l_i, n_bad = _iteration(
-            acc, m_i, l_i, n_bad, q, k_desc, v_desc, ks_head, vs_head, row, i1, lo, end, h,
-            num_blocks, qk_scale, stride_tc, stride_ksblk, stride_ksslot, stride_vsblk,
-            stride_vsslot, D, BS, FP8, True)
+        p0, p1, p2, p3, ok0, ok1, ok2, ok3, bad = _entries(row, i1 // BS, lo, end, stride_tc,
+                                                           num_blocks, BS)
+        n_bad += bad
+        acc, m_i, l_i = _iteration(
+            acc, m_i, l_i, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
+            ok3, i1, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
+            stride_vsblk, stride_vsslot, D, BS, FP8, True)
 
     empty = l_i == 0.0  # no key in this split: O = 0, lse = -inf
     l_safe = tl.where(empty, 1.0, l_i)
@@ -299,7 +346,7 @@ def compile_report():
                 body = lines[tgt : k + 1]
                 if any(ln[1].startswith("HMMA") for ln in body):
                     spans.append(body)
-        return min(spans, key=len)
+        return spans[0]  # the first in program order: the whole iterations' loop
 
     b, hq, hkv, d, bs, n = 64, 32, 8, 128, 16, 4096
     nb = 64
