@@ -356,8 +356,9 @@ def compile_report():
     for fp8 in (True, False):
         dt = pa.FP8_DTYPE if fp8 else torch.float16
         pools = [torch.zeros(nb, bs, hkv, d, dtype=torch.float16).to(dt) for _ in "kv"]
-        sc = {"k_scale": torch.ones(nb, bs, hkv), "v_scale": torch.ones(nb, bs, hkv)} if fp8 \
-            else {"k_scale": None, "v_scale": None}
+        # scales head-major in a block, as KernelPagedKVCache and bench.fp8_decode store them
+        sc = {n: torch.ones(nb, hkv, bs).transpose(1, 2) if fp8 else None
+              for n in ("k_scale", "v_scale")}
         for stages in (2, 3):
             grid, args, meta, _ = launch_args(
                 q, *pools, table, lens, max_context_len=n, num_splits=2, window=None,
