@@ -374,7 +374,8 @@ def compile_report():
 def check():
     """Under the interpreter: against the shipped paged_decode's fast path, 16- and 8-bit pools,
     ragged lengths (0, 1, block and iteration edges), windows, splits, NaN in every slot no
-    sequence owns, bad table entries and a bad length (the flags and the other rows)."""
+    sequence owns, bad table entries and a bad length (the flags and the other rows); then
+    MQA-sized groups, whole and in chunks (check_groups)."""
     torch.manual_seed(0)
     d, bs, hkv, g = 32, 8, 2, 4
     lens = [0, 1, 7, 8, 9, 31, 32, 33, 64, 100]
@@ -428,7 +429,39 @@ def check():
             # not its attention, as paged_decode says of a flagged sequence
             assert torch.isfinite(got[[r for r in range(b) if r != 6]]).all()
             cases += 1
+    cases += check_groups()
     print(f"tma_paged_decode agrees with paged_decode in {cases} cases (interpreter)")
+
+
+def check_groups() -> int:
+    """MQA-sized groups (one kv head, 32 query heads: a 32-row tile, or two chunks of 16 with
+    G_max = 16) at blocks of 16 and d = 64, against paged_decode with the same G_max."""
+    from unittest import mock
+
+    torch.manual_seed(1)
+    d, bs, hkv, g = 64, 16, 1, 32
+    lens = [5, 64, 70, 129]
+    b, max_blocks = len(lens), 9
+    num_blocks = b * max_blocks
+    q = torch.randn(b, hkv * g, d).half()
+    perm = torch.randperm(num_blocks).view(b, max_blocks).to(torch.int32)
+    lens_t = torch.tensor(lens, dtype=torch.int32)
+    k, v = (torch.randn(num_blocks, bs, hkv, d) for _ in "kv")
+    (k8, ks), (v8, vs) = pa.quantize_kv(k), pa.quantize_kv(v)
+    cases = 0
+    for g_max in (64, 16):
+        with mock.patch.object(pa, "DECODE_MAX_GROUP_ROWS", g_max):
+            for pools, scales in (((k.half(), v.half()), {}),
+                                  ((k8, v8), {"k_scale": ks, "v_scale": vs})):
+                for window, splits in ((None, 1), (None, 2), (20, 2)):
+                    kw = dict(max_context_len=max(lens), num_splits=splits, window=window,
+                              **scales)
+                    want = pa.paged_decode(q, *pools, perm, lens_t, **kw)
+                    got, _ = tma_paged_decode(q, *pools, perm, lens_t, **kw)
+                    err = (got.float() - want.float()).abs().max().item()
+                    assert err < 2e-3, (g_max, window, splits, err)
+                    cases += 1
+    return cases
 
 
 def time_it(out_path):
