@@ -292,8 +292,7 @@ def compile_report():
             compiled, *_ = fs.compile_like_jit(_tma_decode, args, meta)
             text, regs, spills = fs.ptxas_v(compiled.asm["ptx"])
             lines = fs.sass_lines(fs.sass(compiled.asm["cubin"]))
-            # the main loop: the span between the last backward branch and its target
-            loop = _loop(lines)
+            loop = fs.main_loop(lines)  # the backward branch whose body holds the most MMAs
             classes = {}
             for _, op, *_ in loop:
                 c = fs.classify(op)
@@ -302,21 +301,9 @@ def compile_report():
             print(
                 f"{label} stages={stages} warps={warps}: {text}; SASS {len(lines)}; loop "
                 f"{len(loop)} an iteration of 4 blocks = {per_key:.1f} warp instructions a key; "
-                f"shared {compiled.metadata.shared} B; {dict(sorted(classes.items(), key=lambda x: -x[1]))}"
+                f"shared {compiled.metadata.shared} B; "
+                f"{dict(sorted(classes.items(), key=lambda x: -x[1]))}"
             )
-
-
-def _loop(lines):
-    import re
-
-    best = []
-    for k, (a, op, text, _, _) in enumerate(lines):
-        m = re.search(r"BRA.*?(\.L_x_\d+)", text)
-        if op.startswith("BRA") and m:
-            tgt = next((j for j, l in enumerate(lines) if l[4] == m.group(1)), None)
-            if tgt is not None and tgt < k and k - tgt > len(best):
-                best = lines[tgt : k + 1]
-    return best
 
 
 def check():
@@ -442,12 +429,9 @@ def time_it(out_path, mqa=False, only=()):
             del fns[name]
             continue
         print(f"{name}: max diff vs shipped {diff:.2e}", flush=True)
-        records[name] = {"impl": name, "max_diff_vs_shipped": diff, "graph_ms_runs": []}
-    for _ in range(2):
-        for name, fn in fns.items():
-            records[name]["graph_ms_runs"].append(core.time_ms(fn, name, graph=True))
+        records[name] = {"impl": name, "max_diff_vs_shipped": diff}
+    core.in_turns(records, fns, 2, must_capture=True)  # graph_ms: the median of the rounds
     for r in records.values():
-        r["graph_ms"] = sum(r["graph_ms_runs"]) / len(r["graph_ms_runs"])
         print(f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us", flush=True)
     copy = core.copy_rate()
     print(f"copy {copy / 1e9:.0f} GB/s", flush=True)

@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-from triton.tools.tensor_descriptor import TensorDescriptor
+from tma_decode import descriptor
 
 from minimodel import paged_attention as pa
 from minimodel.kernels import cdiv, num_sms
@@ -68,6 +68,15 @@ def _entries(row, c, lo, end, stride_tc, num_blocks, BS: tl.constexpr):
 
 
 @triton.jit
+def _block_scales(s_ptr, phys, ok, seen, stride_sblk, stride_sslot, BS: tl.constexpr):
+    """An 8-bit block's K or V scales (of this kv head), 0 for a key not seen; a refused
+    entry's address is block 0's, never loaded."""
+    safe = tl.where(ok, phys, 0).to(tl.int64)
+    return tl.load(s_ptr + safe * stride_sblk + tl.arange(0, BS) * stride_sslot, mask=seen,
+                   other=0.0)
+
+
+@triton.jit
 def _block_scores(q, k_desc, ks_ptr, phys, ok, col, lo, end, h, num_blocks, qk_scale,
                   stride_ksblk, stride_ksslot, D: tl.constexpr, BS: tl.constexpr,
                   FP8: tl.constexpr, MASKED: tl.constexpr):
@@ -82,22 +91,12 @@ def _block_scores(q, k_desc, ks_ptr, phys, ok, col, lo, end, h, num_blocks, qk_s
     k = k_desc.load([tl.where(ok, phys, num_blocks) * BS, h * D])
     s = tl.dot(q, tl.trans(k.to(tl.float16)))
     if FP8:  # key j's scale on its column of scores
-        safe = tl.where(ok, phys, 0).to(tl.int64)
-        s = s * tl.load(ks_ptr + safe * stride_ksblk + tl.arange(0, BS) * stride_ksslot,
-                        mask=seen, other=0.0)[None, :]
+        s = s * _block_scales(ks_ptr, phys, ok, seen, stride_ksblk, stride_ksslot, BS)[None, :]
     if MASKED:
         s = tl.where(seen[None, :], s * qk_scale, float("-inf"))
     else:
         s = tl.where(seen, s * qk_scale, float("-inf"))
     return s, seen
-
-
-@triton.jit
-def _block_vscale(vs_ptr, phys, ok, seen, stride_vsblk, stride_vsslot, BS: tl.constexpr):
-    """An 8-bit block's V scales, 0 for a key not seen."""
-    safe = tl.where(ok, phys, 0).to(tl.int64)
-    return tl.load(vs_ptr + safe * stride_vsblk + tl.arange(0, BS) * stride_vsslot, mask=seen,
-                   other=0.0)
 
 
 @triton.jit
@@ -141,10 +140,10 @@ def _iteration(acc, m_i, l_i, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3,
     if FP8:  # acc += P~ diag(s) V^ = s_max (P~ diag(s / s_max) V^): P~_hj s_j / s_max in [0, 1],
         # where P~_hj s_j itself can fall below float16's normal range; the iteration's largest
         # scale is taken out in the rescale of acc that alpha needs anyway, and put back after
-        w0 = _block_vscale(vs_ptr, p0, ok0, e0, stride_vsblk, stride_vsslot, BS)
-        w1 = _block_vscale(vs_ptr, p1, ok1, e1, stride_vsblk, stride_vsslot, BS)
-        w2 = _block_vscale(vs_ptr, p2, ok2, e2, stride_vsblk, stride_vsslot, BS)
-        w3 = _block_vscale(vs_ptr, p3, ok3, e3, stride_vsblk, stride_vsslot, BS)
+        w0 = _block_scales(vs_ptr, p0, ok0, e0, stride_vsblk, stride_vsslot, BS)
+        w1 = _block_scales(vs_ptr, p1, ok1, e1, stride_vsblk, stride_vsslot, BS)
+        w2 = _block_scales(vs_ptr, p2, ok2, e2, stride_vsblk, stride_vsslot, BS)
+        w3 = _block_scales(vs_ptr, p3, ok3, e3, stride_vsblk, stride_vsslot, BS)
         s_max = tl.maximum(tl.maximum(tl.max(w0, 0), tl.max(w1, 0)),
                            tl.maximum(tl.max(w2, 0), tl.max(w3, 0)))
         s_max = tl.where(s_max > 0.0, s_max, 1.0)  # no key seen: every scale is 0
@@ -255,14 +254,6 @@ def _tma_paged_decode(
         tl.atomic_or(err_ptr + b64 * stride_err, BAD_LENGTH, mask=bad_len)
 
 
-def descriptor(pool: torch.Tensor) -> TensorDescriptor:
-    """The pool (num_blocks, BS, Hkv, d) as rows of Hkv d elements; a box is one block's BS slots
-    of one head's d columns."""
-    rows = pool.view(pool.shape[0] * pool.shape[1], pool.shape[2] * pool.shape[3])
-    return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [pool.shape[1],
-                                                                            pool.shape[3]])
-
-
 def tma_paged_decode(q, k_pool, v_pool, block_tables, context_lens, *, max_context_len,
                      num_splits=None, window=None, k_scale=None, v_scale=None, error_flags=None,
                      warps=1, stages=2):
@@ -328,25 +319,26 @@ def launch_args(q, k_pool, v_pool, block_tables, context_lens, *, max_context_le
     return (b * hkv * chunks, num_splits), args, meta, (o, lse, o_dst, lse_dst)
 
 
+def first_loop(lines):
+    """The SASS of the whole iterations' loop: the first backward branch, in program order,
+    whose body holds MMAs. (fp8_sass.main_loop takes the body with the most MMAs, which here is
+    a reconvergence jump's span over the loop and both masked iterations.)"""
+    import re
+
+    where = {lab: i for i, (*_, lab) in enumerate(lines) if lab}
+    for i, (_, _, text, *_) in enumerate(lines):
+        m = re.search(r"BRA\s+`\((\.L_x_\d+)\)", text)
+        if m and where.get(m.group(1), i + 1) <= i:
+            body = lines[where[m.group(1)] : i + 1]
+            if any(op.startswith("HMMA") for _, op, *_ in body):
+                return body
+    return []
+
+
 def compile_report():
     """Compiled for sm_90 without a GPU (scratch/fp8_sass.py's way), at bench.fp8_decode's shape:
     registers, spills, shared memory and the main loop's warp instructions a key."""
-    import re
-
     import fp8_sass as fs
-
-    def main_loop(lines):
-        """The innermost backward branch's span that holds tensor-core instructions (the
-        kernel's tail holds longer backward branches: reconvergence jumps, no loop)."""
-        spans = []
-        for k, (_, op, text, _, _) in enumerate(lines):
-            m = re.search(r"BRA.*?(\.L_x_\d+)", text)
-            tgt = m and next((j for j, ln in enumerate(lines) if ln[4] == m.group(1)), None)
-            if op.startswith("BRA") and tgt is not None and tgt < k:
-                body = lines[tgt : k + 1]
-                if any(ln[1].startswith("HMMA") for ln in body):
-                    spans.append(body)
-        return spans[0]  # the first in program order: the whole iterations' loop
 
     b, hq, hkv, d, bs, n = 64, 32, 8, 128, 16, 4096
     nb = 64
@@ -357,18 +349,19 @@ def compile_report():
         dt = pa.FP8_DTYPE if fp8 else torch.float16
         pools = [torch.zeros(nb, bs, hkv, d, dtype=torch.float16).to(dt) for _ in "kv"]
         # scales head-major in a block, as KernelPagedKVCache and bench.fp8_decode store them
-        sc = {n: torch.ones(nb, hkv, bs).transpose(1, 2) if fp8 else None
-              for n in ("k_scale", "v_scale")}
+        sc = {name: torch.ones(nb, hkv, bs).transpose(1, 2) if fp8 else None
+              for name in ("k_scale", "v_scale")}
         for stages in (2, 3):
             grid, args, meta, _ = launch_args(
                 q, *pools, table, lens, max_context_len=n, num_splits=2, window=None,
                 error_flags=None, warps=1, stages=stages, **sc)
             compiled, *_ = fs.compile_like_jit(_tma_paged_decode, args, meta)
             text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
-            loop = main_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
+            loop = first_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
+            per_key = meta["num_warps"] * len(loop) / (BLOCKS.value * bs)
             print(f"{'fp8' if fp8 else 'fp16'} stages={stages} warps=1: {text}; shared "
-                  f"{compiled.metadata.shared} B; main loop {len(loop)} = "
-                  f"{len(loop) / (BLOCKS.value * bs):.1f} warp instructions a key")
+                  f"{compiled.metadata.shared} B; main loop {len(loop)} = {per_key:.1f} warp "
+                  "instructions a key")
 
 
 def check():
@@ -488,13 +481,8 @@ def time_it(out_path):
         base = fns["shipped_fp8" if "fp8" in name else "shipped_fp16"]()
         diff = (fn().float() - base.float()).abs().max().item()
         print(f"{name}: max diff vs shipped {diff:.2e}", flush=True)
-        records[name] = {"impl": name, "max_diff_vs_shipped": diff, "graph_ms_runs": []}
-    for _ in range(3):
-        for name, fn in fns.items():
-            records[name]["graph_ms_runs"].append(core.time_ms(fn, name, graph=True))
-    for r in records.values():
-        r["graph_ms"] = sorted(r["graph_ms_runs"])[1]
-        print(f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us", flush=True)
+        records[name] = {"impl": name, "max_diff_vs_shipped": diff}
+    core.in_turns(records, fns, 3, must_capture=True)  # graph_ms: the median of the rounds
     copy = core.copy_rate()
     core.save(Path(out_path), {"environment": core.environment(), "copy_bytes_per_s": copy,
                                "records": list(records.values())})

@@ -91,12 +91,9 @@ def main(out):
             print(f"{name}: {type(e).__name__}: {str(e)[:300]}", flush=True)
             del fns[name]
             continue
-        records[name] = {"impl": name, "max_diff_vs_shipped": diff, "graph_ms_runs": []}
-    for _ in range(2):
-        for name, fn in fns.items():
-            records[name]["graph_ms_runs"].append(core.time_ms(fn, name, graph=True))
+        records[name] = {"impl": name, "max_diff_vs_shipped": diff}
+    core.in_turns(records, fns, 2, must_capture=True)  # graph_ms: the median of the rounds
     for r in records.values():
-        r["graph_ms"] = sum(r["graph_ms_runs"]) / len(r["graph_ms_runs"])
         print(
             f"{r['impl']:24s} {r['graph_ms'] * 1e3:7.1f} us  diff {r['max_diff_vs_shipped']:.1e}",
             flush=True,
