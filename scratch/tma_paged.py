@@ -113,12 +113,13 @@ def _block_pv(acc, p, w, v_desc, phys, ok, seen, h, num_blocks, D: tl.constexpr,
 
 
 @triton.jit
-def _iteration(acc, m_i, l_i, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3, ok0, ok1, ok2,
+def _iteration(acc, m_i, l_i, s_acc, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3, ok0, ok1, ok2,
                ok3, i, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
                stride_vsblk, stride_vsslot, D: tl.constexpr, BS: tl.constexpr,
                FP8: tl.constexpr, MASKED: tl.constexpr):
     """Keys [i, i + 4 BS) in blocks p0..p3: one softmax update and one rescale of acc for the
-    four."""
+    four. For an 8-bit pool acc is kept in units of s_acc, the largest V scale of the iteration
+    that last rescaled it (1 for a 16-bit pool)."""
     c = i // BS
     s0, e0 = _block_scores(q, k_desc, ks_ptr, p0, ok0, c, lo, end, h, num_blocks, qk_scale,
                            stride_ksblk, stride_ksslot, D, BS, FP8, MASKED)
@@ -138,8 +139,8 @@ def _iteration(acc, m_i, l_i, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3,
     s3 = tl.math.exp2(s3 - m_use[:, None])
     l_i = l_i * alpha + (tl.sum(s0, 1) + tl.sum(s1, 1)) + (tl.sum(s2, 1) + tl.sum(s3, 1))
     if FP8:  # acc += P~ diag(s) V^ = s_max (P~ diag(s / s_max) V^): P~_hj s_j / s_max in [0, 1],
-        # where P~_hj s_j itself can fall below float16's normal range; the iteration's largest
-        # scale is taken out in the rescale of acc that alpha needs anyway, and put back after
+        # where P~_hj s_j itself can fall below float16's normal range; acc moves from units of
+        # s_acc to units of s_max in the rescale that alpha needs anyway (one pass over acc)
         w0 = _block_scales(vs_ptr, p0, ok0, e0, stride_vsblk, stride_vsslot, BS)
         w1 = _block_scales(vs_ptr, p1, ok1, e1, stride_vsblk, stride_vsslot, BS)
         w2 = _block_scales(vs_ptr, p2, ok2, e2, stride_vsblk, stride_vsslot, BS)
@@ -148,8 +149,9 @@ def _iteration(acc, m_i, l_i, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3,
                            tl.maximum(tl.max(w2, 0), tl.max(w3, 0)))
         s_max = tl.where(s_max > 0.0, s_max, 1.0)  # no key seen: every scale is 0
         r = 1.0 / s_max
-        acc = acc * (alpha * r)[:, None]
+        acc = acc * (alpha * (s_acc * r))[:, None]
         w0, w1, w2, w3 = w0 * r, w1 * r, w2 * r, w3 * r
+        s_acc = s_max
     else:
         acc = acc * alpha[:, None]
         w0 = alpha  # not read without FP8
@@ -160,9 +162,7 @@ def _iteration(acc, m_i, l_i, q, k_desc, v_desc, ks_ptr, vs_ptr, p0, p1, p2, p3,
     acc = _block_pv(acc, s1, w1, v_desc, p1, ok1, e1, h, num_blocks, D, BS, FP8, MASKED)
     acc = _block_pv(acc, s2, w2, v_desc, p2, ok2, e2, h, num_blocks, D, BS, FP8, MASKED)
     acc = _block_pv(acc, s3, w3, v_desc, p3, ok3, e3, h, num_blocks, D, BS, FP8, MASKED)
-    if FP8:
-        acc = acc * s_max
-    return acc, m_new, l_i
+    return acc, m_new, l_i, s_acc
 
 
 @triton.jit(do_not_specialize=["window", "split_len", "n_kv_heads", "group", "num_blocks",
@@ -201,6 +201,7 @@ def _tma_paged_decode(
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_G], tl.float32)
     acc = tl.zeros([BLOCK_G, D], tl.float32)
+    s_acc = qk_scale * 0.0 + 1.0  # acc's unit (an fp32 scalar; see _iteration)
     n_bad = ctx * 0  # entries refused (an int32 scalar)
     row = table_ptr + b64 * stride_tb
     ks_head = ks_ptr + h * stride_ksh
@@ -212,8 +213,8 @@ def _tma_paged_decode(
         p0, p1, p2, p3, ok0, ok1, ok2, ok3, bad = _entries(row, start // BS, lo, end, stride_tc,
                                                            num_blocks, BS)
         n_bad += bad
-        acc, m_i, l_i = _iteration(
-            acc, m_i, l_i, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
+        acc, m_i, l_i, s_acc = _iteration(
+            acc, m_i, l_i, s_acc, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
             ok3, start, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
             stride_vsblk, stride_vsslot, D, BS, FP8, True)
         i0 = start + it
@@ -228,22 +229,22 @@ def _tma_paged_decode(
         nxt = tl.minimum(i + it, i1 - it)  # the last iteration reads its own entries again
         n0, n1, n2, n3, nok0, nok1, nok2, nok3, nbad = _entries(row, nxt // BS, lo, end,
                                                                 stride_tc, num_blocks, BS)
-        acc, m_i, l_i = _iteration(
-            acc, m_i, l_i, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
+        acc, m_i, l_i, s_acc = _iteration(
+            acc, m_i, l_i, s_acc, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
             ok3, i, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
             stride_vsblk, stride_vsslot, D, BS, FP8, False)
     if i1 < end:
         p0, p1, p2, p3, ok0, ok1, ok2, ok3, bad = _entries(row, i1 // BS, lo, end, stride_tc,
                                                            num_blocks, BS)
         n_bad += bad
-        acc, m_i, l_i = _iteration(
-            acc, m_i, l_i, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
+        acc, m_i, l_i, s_acc = _iteration(
+            acc, m_i, l_i, s_acc, q, k_desc, v_desc, ks_head, vs_head, p0, p1, p2, p3, ok0, ok1, ok2,
             ok3, i1, lo, end, h, num_blocks, qk_scale, stride_ksblk, stride_ksslot,
             stride_vsblk, stride_vsslot, D, BS, FP8, True)
 
     empty = l_i == 0.0  # no key in this split: O = 0, lse = -inf
     l_safe = tl.where(empty, 1.0, l_i)
-    out = acc * (1.0 / l_safe)[:, None]
+    out = acc * (s_acc / l_safe)[:, None]
     lse = tl.where(empty, float("-inf"), (m_i + tl.math.log2(l_safe)) * LN2)
     split64 = split.to(tl.int64)
     tl.store(o_ptr + b64 * stride_ob + heads[:, None] * stride_oh + split64 * stride_os
