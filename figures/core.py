@@ -209,9 +209,7 @@ def measured_roofline(roofs, flat, intensities, draw, *, name: str, **style) -> 
 def roofline_svg(ceilings, points, *, title: str, head_dim: int | None = None) -> bytes:
     """A roofline figure (Ceilings, RooflinePoints) as SVG bytes; exits if two labels overlap."""
     with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "roofline.svg"
-        boxes = rp.plot_roofline(
-            ceilings, merge_close_labels(points), path, title=title, head_dim=head_dim
-        )
+        path, points = Path(tmp) / "roofline.svg", merge_close_labels(points)
+        boxes = rp.plot_roofline(ceilings, points, path, title=title, head_dim=head_dim)
         check_labels(boxes, f"roofline figure {title!r}")
         return path.read_bytes()

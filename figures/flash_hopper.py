@@ -85,10 +85,9 @@ def dispatch_evidence() -> list[tuple[str, str, str, str, list[float]]]:
     from figures import paged_decode as fp
 
     idx = fp.index(fp.load()["decode"])
-    pairs = [(r, idx.get((*k[:-1], "flash_attention"))) for k, r in idx.items()]
-    pairs = [
-        (ours, lab02) for ours, lab02 in pairs if ours["impl"] == "contiguous" and fp.rate(lab02)
-    ]
+    lab02 = {k[:-1]: r for k, r in idx.items() if k[-1] == "flash_attention"}
+    pairs = [(r, lab02.get(k[:-1])) for k, r in idx.items() if k[-1] == "contiguous"]
+    pairs = [(ours, lab02) for ours, lab02 in pairs if fp.rate(lab02)]
     ratios = [fp.rate(ours) / fp.rate(lab02) for ours, lab02 in pairs]
     shapes = f"decode, B = {span([ours['b'] for ours, _ in pairs])}, contiguous cache"
     rule = "one query row (decode): the decode kernel"

@@ -90,12 +90,10 @@ def accuracy() -> str:
     header = "attention inputs | e4m3: RMS error | 16-bit: RMS error | ratio of RMS"
     table = markdown_table(f"{header} | e4m3: largest error | 16-bit: largest error", rows)
     model, tokens = verb_model()
-    cached = lambda how: (
-        lambda q, k, v, **m: attention_ref(q, rounded(k, how), rounded(v, how), **m)
-    )
+    attn = lambda how: lambda q, k, v, **m: attention_ref(q, rounded(k, how), rounded(v, how), **m)
     with torch.no_grad():
         want = model(tokens)[0]
-        logits = {how: model(tokens, attn=cached(how))[0] for how in ("float16", "e4m3")}
+        logits = {how: model(tokens, attn=attn(how))[0] for how in ("float16", "e4m3")}
     rows = []
     for how, got in logits.items():
         same = (got.argmax(-1) == want.argmax(-1)).sum().item()

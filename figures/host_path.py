@@ -53,11 +53,8 @@ LAUNCHES = {
 
 
 def launch_costs() -> str:
-    data = load("launch-costs-h200.json")
-    rows = [
-        [label, cell(data["host_us"].get(n)), data["errors"].get(n, "")]
-        for n, label in LAUNCHES.items()
-    ]
+    host, errors = (load("launch-costs-h200.json")[k] for k in ("host_us", "errors"))
+    rows = [[label, cell(host.get(n)), errors.get(n, "")] for n, label in LAUNCHES.items()]
     return markdown_table("one launch of `_merge_splits` | host µs | error", rows)
 
 

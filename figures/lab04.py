@@ -93,8 +93,7 @@ def per_token(kv: dict) -> dict[str, int]:
 def quality_table(data: dict, kv: dict, metric: str) -> str:
     rows = []
     for v in variants(data):
-        by_column = [runs(data, v, kind, u) for kind, u, _ in columns(data)]
-        cells = [cell([r[metric] for r in rs]) for rs in by_column]
+        cells = [cell([r[metric] for r in runs(data, v, kind, u)]) for kind, u, _ in columns(data)]
         rows.append([f"`{v}`", f"{per_token(kv)[v]:,}", *cells])
     header = ["variant", "KV bytes per token", *(label for _, _, label in columns(data))]
     return markdown_table(header, rows)

@@ -81,11 +81,11 @@ def acceptance(data: dict) -> tuple[str, dict]:
 
 
 def splits_table(data: dict) -> str:
-    rows = [
-        [f"B={r['b']}, ctx {r['ctx']:,}", r["splits"] * r["b"] * r["hkv"], r["splits"]]
-        + ["chosen" if r["chosen"] else "", fmt(r.get("graph_gb_per_s")), fmt(r.get("gb_per_s"))]
-        for r in data["splits"]
-    ]
+    rows = []
+    for r in data["splits"]:
+        shape, programs = f"B={r['b']}, ctx {r['ctx']:,}", r["splits"] * r["b"] * r["hkv"]
+        rates = [fmt(r.get("graph_gb_per_s")), fmt(r.get("gb_per_s"))]
+        rows.append([shape, programs, r["splits"], "chosen" if r["chosen"] else "", *rates])
     header = "shape (GQA 32/8, b=16) | programs | splits |  | GB/s, graph | GB/s, eager"
     return markdown_table(header, rows)
 
@@ -100,11 +100,8 @@ WINDOW_CASES = (
 def window_table(data: dict) -> str:
     """W=4096 at 32k against the full 32k and against a 4k context, B=16: time follows W."""
     idx = index(data["decode"])
-    rows = [
-        [label, f"{idx[k]['kv_bytes'] / 1e6:,.0f}", f"{idx[k]['graph_ms'] * 1e3:,.0f}"]
-        + [fmt(rate(idx[k]))]
-        for label, k in WINDOW_CASES
-    ]
+    cells = lambda r: [f"{r['kv_bytes'] / 1e6:,.0f}", f"{r['graph_ms'] * 1e3:,.0f}", fmt(rate(r))]
+    rows = [[label, *cells(idx[k])] for label, k in WINDOW_CASES]
     return markdown_table("B=16, GQA 32/8, blocks of 64 | K/V MB read | µs (graph) | GB/s", rows)
 
 

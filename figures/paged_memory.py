@@ -18,12 +18,11 @@ def layout_name(run: dict) -> str:
 
 
 def setup_table(data: dict) -> str:
-    rows = [
-        [w["name"], w["description"]]
-        + [f"{w[f'mean_{x}']:.0f} / {w[f'max_{x}']:,}" for x in ("prompt", "output")]
-        + [f"{w['max_len']:,}", f"{w['budget_slots']:,}"]
-        for w in data["workloads"]
-    ]
+    rows = []
+    for w in data["workloads"]:
+        tokens = [f"{w[f'mean_{x}']:.0f} / {w[f'max_{x}']:,}" for x in ("prompt", "output")]
+        slots = [f"{w[x]:,}" for x in ("max_len", "budget_slots")]
+        rows.append([w["name"], w["description"], *tokens, *slots])
     env, run = data["environment"], f"{data['requests']} requests per workload, seed {data['seed']}"
     header = "workload | what it is | prompt tokens (mean / max) | output tokens (mean / max)"
     header += " | contiguous reservation | KV budget (token slots)"

@@ -104,11 +104,10 @@ def decode_layouts() -> list[tuple]:
     """(name, heads, layers, cache bytes per token, FLOPs, bytes) of one decode step, fp16."""
     batch, context = DECODE_BATCH, DECODE_CONTEXT
     flops = r.attention_flops(batch, 32, 1, context, 128)
-    rows = [
-        (name, f"32 / {hkv}", 32, r.kv_cache_bytes(32, hkv, 128, 1), flops)
-        + (r.attention_min_bytes(batch, 32, hkv, 1, context, 128),)
-        for name, hkv in (("MHA", 32), ("GQA, 8 kv heads", 8), ("MQA", 1))
-    ]
+    rows = []
+    for name, hkv in (("MHA", 32), ("GQA, 8 kv heads", 8), ("MQA", 1)):
+        nbytes = r.attention_min_bytes(batch, 32, hkv, 1, context, 128)
+        rows.append((name, f"32 / {hkv}", 32, r.kv_cache_bytes(32, hkv, 128, 1), flops, nbytes))
     # DeepSeek-V2's sizes: 128 heads, d_c = 512, d_R = 64, 60 layers
     mla = [f(batch, 128, context, 512, 64) for f in (r.mla_decode_flops, r.mla_decode_bytes)]
     mla_cache = r.mla_cache_bytes(60, 512, 64, 1)
@@ -132,11 +131,10 @@ def decode_table() -> str:
 
 def window_table() -> str:
     rows, h, tiles = [], WINDOW_HEADS, {"causal": True, "block_m": 128, "block_n": 64}
+    windows = (None, WINDOW)  # full causal, then the window
     for n in (4096, 16384, 65536):
-        flops = [r.attention_flops(1, h, n, n, 128, causal=True, window=w) for w in (None, WINDOW)]
-        nbytes = [
-            r.flash_attention_bytes(1, h, h, n, n, 128, window=w, **tiles) for w in (None, WINDOW)
-        ]
+        flops = [r.attention_flops(1, h, n, n, 128, causal=True, window=w) for w in windows]
+        nbytes = [r.flash_attention_bytes(1, h, h, n, n, 128, window=w, **tiles) for w in windows]
         cells = [*(f"{f / 1e9:,.0f}" for f in flops), f"{flops[1] / flops[0]:.2f}"]
         cells += [*(f"{b / 2**20:,.0f}" for b in nbytes), f"{nbytes[1] / nbytes[0]:.2f}"]
         rows.append([f"{n:,}", *cells])
