@@ -10,6 +10,7 @@ import os
 import platform
 import statistics
 import subprocess
+import time
 from pathlib import Path
 
 import torch
@@ -222,6 +223,14 @@ def copy_rate() -> float:
     return 2 * src.nbytes / ms / 1e-3
 
 
+def copied(record: dict, since: float | None = None) -> None:
+    """copy_rate() appended to record["copy_bytes_per_s"] and printed (with the seconds since
+    `since`)."""
+    record.setdefault("copy_bytes_per_s", []).append(rate := copy_rate())
+    took = "" if since is None else f" ({time.time() - since:.0f} s)"
+    print(f"copy {rate / 1e9:.0f} GB/s{took}", flush=True)
+
+
 def reference(q, k, v, rows, lens=None, window=None) -> dict[int, torch.Tensor]:
     """The float32 reference output (Hq, d) of the decode step q (B, Hq, d) over k, v (B, Hkv,
     N, d) (a sequence's first lens[r] keys), for each sequence r of `rows`."""
@@ -238,6 +247,14 @@ def max_error(out: torch.Tensor, refs: dict[int, torch.Tensor]) -> float:
     """The largest |out - reference| over the sequences of refs; out (B, Hq, d) or (B, Hq, 1, d)."""
     out = out[:, :, 0] if out.dim() == 4 else out
     return max((out[r].float() - ref).abs().max().item() for r, ref in refs.items())
+
+
+def group_error(out, q, k, v, heads: int = 1, **mask) -> float:
+    """max |out - attention_ref| in float32 on sequence 0's query heads of its first `heads` kv
+    heads; out and q (B, Hq, Nq, d), k and v (B, Hkv, Nk, d), mask attention_ref's."""
+    rows = heads * (q.shape[1] // k.shape[1])
+    ref = attention_ref(q[:1, :rows], k[:1, :heads], v[:1, :heads], **mask)
+    return (out[:1, :rows].float() - ref).abs().max().item()
 
 
 def pytorch_error(q, k, v, rows) -> float:
