@@ -253,7 +253,7 @@ def group_error(out, q, k, v, heads: int = 1, **mask) -> float:
     """max |out - attention_ref| in float32 on sequence 0's query heads of its first `heads` kv
     heads; out and q (B, Hq, Nq, d), k and v (B, Hkv, Nk, d), mask attention_ref's."""
     rows = heads * (q.shape[1] // k.shape[1])
-    ref = attention_ref(q[:1, :rows], k[:1, :heads], v[:1, :heads], **mask)
+    ref = attention_ref(q[:1, :rows].float(), k[:1, :heads].float(), v[:1, :heads].float(), **mask)
     return (out[:1, :rows].float() - ref).abs().max().item()
 
 
