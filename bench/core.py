@@ -10,7 +10,6 @@ import os
 import platform
 import statistics
 import subprocess
-import time
 from pathlib import Path
 
 import torch
@@ -221,14 +220,6 @@ def copy_rate() -> float:
     dst = torch.empty_like(src)
     ms = time_ms(lambda: dst.copy_(src))  # eager: a captured copy runs on the copy engine
     return 2 * src.nbytes / ms / 1e-3
-
-
-def copied(record: dict, since: float | None = None) -> None:
-    """copy_rate() appended to record["copy_bytes_per_s"] and printed (with the seconds since
-    `since`)."""
-    record.setdefault("copy_bytes_per_s", []).append(rate := copy_rate())
-    took = "" if since is None else f" ({time.time() - since:.0f} s)"
-    print(f"copy {rate / 1e9:.0f} GB/s{took}", flush=True)
 
 
 def reference(q, k, v, rows, lens=None, window=None) -> dict[int, torch.Tensor]:

@@ -104,11 +104,13 @@ def main() -> None:
         "bytes": "kv_bytes: fp8 rows roofline.scaled_kv_cache_bytes(1, Hkv, d, ctx, batch=B) "
         "(e4m3 values and float32 scales), the others roofline.kv_cache_bytes(1, Hkv, "
         "d, ctx, batch=B)",
+        "copy_bytes_per_s": [core.copy_rate()],
     }
-    core.copied(record)
+    print(f"copy {record['copy_bytes_per_s'][0] / 1e9:.0f} GB/s", flush=True)
     core.in_turns(records, fns, args.rounds, must_capture=True)
-    core.copied(record, t0)
+    record["copy_bytes_per_s"].append(core.copy_rate())
     record["records"] = [core.rates(rec, rec["kv_bytes"]) for rec in records.values()]
+    print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s ({time.time() - t0:.0f} s)")
     save(args.out, record)
 
 

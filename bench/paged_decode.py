@@ -225,10 +225,10 @@ def main() -> None:
         "bytes": "K/V bytes read: minimodel.roofline.kv_cache_bytes(1, Hkv, d, min(context, "
         "window)) summed over the batch",
         "flops": "minimodel.roofline.attention_flops (visible pairs, bottom-right causal)",
+        "copy_bytes_per_s": [core.copy_rate()],
+        "num_sms": torch.cuda.get_device_properties(0).multi_processor_count,
     }
-    core.copied(record)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    record |= {"num_sms": sms, "decode": [], "splits": [], "prefill": []}
+    record |= {"decode": [], "splits": [], "prefill": []}
     splits = [
         (Decode("b64", 64, 4096), [1, 2, 3, 4, 8]),
         (Decode("b1", 1, 131072), [8, 16, 33, 66, 132, 256]),
@@ -243,8 +243,9 @@ def main() -> None:
         print(f"{key} {case}", flush=True)  # in_turns prints each round's times
         record[key] += bench(case, *bench_args)
         save(args.out, record)  # after every case: a run cut short still leaves its data
-    core.copied(record, t0)
+    record["copy_bytes_per_s"].append(core.copy_rate())
     save(args.out, record)
+    print(f"copy {record['copy_bytes_per_s'][-1] / 1e9:.0f} GB/s; {time.time() - t0:.0f} s")
 
 
 if __name__ == "__main__":
