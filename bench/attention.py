@@ -30,12 +30,11 @@ from bench import core
 from bench.core import DATA, SDPA, arguments, environment, error, save, sdpa
 from minimodel.attention_flash import flash_attention
 from minimodel.attention_flash_hopper import MAX_HEAD_DIM, flash_attention_hopper
-from minimodel.reference import attention_ref, visible_mask
+from minimodel.reference import visible_mask
 from minimodel.roofline import attention_flops
 
-IMPLS = ["minimodel", "minimodel_hopper", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "flex"]
-IMPLS += ["naive"]
 OURS = ("minimodel", "minimodel_hopper")  # an error of these fails the run
+IMPLS = [*OURS, *SDPA, "flex", "naive"]
 GROUPS = ["fa2", "d256", "gqa", "window"]
 WORKERS, ROUNDS = 12, 2  # compiling processes; timing rounds over all implementations of a case
 
@@ -163,15 +162,6 @@ def warm(case: Case, impls: tuple[str, ...] = ("minimodel", "flex")) -> str:
     return "; ".join(errors) or "ok"
 
 
-def max_error(out, case: Case, q, k, v) -> float:
-    """Max |out - ref| on the first kv-head group(s) of batch 0, against the float32 reference."""
-    g, c = case.hq // case.hkv, min(case.hkv, 2)
-    ref = attention_ref(
-        q[:1, : c * g], k[:1, :c], v[:1, :c], causal=case.causal, window=case.window
-    )
-    return (out[:1, : c * g].float() - ref).abs().max().item()
-
-
 def measure(case: Case, impls: list[str], run: int) -> list[dict]:
     """Every implementation at one case: each output against the float32 reference first, then
     ROUNDS eager timing rounds, all implementations in turn in each."""
@@ -186,7 +176,8 @@ def measure(case: Case, impls: list[str], run: int) -> list[dict]:
             continue
         try:
             fns[impl], out = run_once(impl, case, q, k, v)
-            rec["max_err"] = max_error(out, case, q, k, v)
+            mask = {"causal": case.causal, "window": case.window}  # the first two kv heads' groups
+            rec["max_err"] = core.group_error(out, q, k, v, min(case.hkv, 2), **mask)
             del out
         except Exception as e:  # noqa: BLE001 - unsupported combinations are data too
             rec["error"] = error(e, 400)
@@ -223,8 +214,8 @@ def main() -> None:
     failing = sum(w != "ok" for w in warmed)
     print(f"compiled {len(grid)} cases in {t_compile:.0f} s ({failing} with errors)", flush=True)
 
-    old = json.loads(args.merge.read_text()) if args.merge else {}
-    run = len(old["runs"]) if old else 0
+    old = json.loads(args.merge.read_text()) if args.merge else {"runs": [], "records": []}
+    run = len(old["runs"])
     records = []
     for i, case in enumerate(grid):
         records += (recs := measure(case, impls, run))
@@ -235,17 +226,15 @@ def main() -> None:
     this_run = {"environment": env, "cudnn": torch.backends.cudnn.version(), "groups": groups}
     this_run |= {"impls": impls, "quick": args.quick, "cases": len(grid)}
     this_run |= {"compile_s": round(t_compile), "total_s": round(time.time() - t0)}
-    runs = []
-    if old:
+    if args.merge:
         measured = {case_key(dataclasses.asdict(c)) for c in grid}
         kept = [r for r in old["records"] if case_key(r) not in measured]
-        runs = old["runs"]
         replaced = len(old["records"]) - len(kept)
         print(f"merged: kept {len(kept)} records of {args.merge}, replaced {replaced}")
         records = kept + records
     ceilings = DATA / "ceilings-h200.json"
     timing = "triton.testing.do_bench median per round, L2 flushed between runs; ms is "
-    record = {"environment": env, "runs": [*runs, this_run]}
+    record = {"environment": env, "runs": [*old["runs"], this_run]}
     record["timing"] = timing + "the median over rounds (ms_runs)"
     record["flops"] = "minimodel.roofline.attention_flops (4 * B * Hq * d * visible pairs)"
     record["ceilings"] = json.loads(ceilings.read_text())["ceilings"] if ceilings.exists() else None

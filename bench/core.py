@@ -240,6 +240,14 @@ def max_error(out: torch.Tensor, refs: dict[int, torch.Tensor]) -> float:
     return max((out[r].float() - ref).abs().max().item() for r, ref in refs.items())
 
 
+def group_error(out, q, k, v, heads: int = 1, **mask) -> float:
+    """max |out - attention_ref| in float32 on sequence 0's query heads of its first `heads` kv
+    heads; out and q (B, Hq, Nq, d), k and v (B, Hkv, Nk, d), mask attention_ref's."""
+    rows = heads * (q.shape[1] // k.shape[1])
+    ref = attention_ref(q[:1, :rows].float(), k[:1, :heads].float(), v[:1, :heads].float(), **mask)
+    return (out[:1, :rows].float() - ref).abs().max().item()
+
+
 def pytorch_error(q, k, v, rows) -> float:
     """PyTorch's own float16 attention (kv heads repeated) against the float32 reference on the
     same inputs, for the sequences `rows`: the budget a kernel is held to."""

@@ -172,18 +172,6 @@ def fp8_support() -> str | None:
     return None
 
 
-def reference_error(out_rows, q_rows, k, v, case: Case) -> float:
-    """max |O - attention_ref| in float32 for some query rows of one sequence: q_rows (Hq, r, d)
-    the sequence's last r rows, k, v (Hkv, nk, d) its keys, out_rows (Hq, r, d); the first kv
-    head's group of query heads only."""
-    from minimodel.reference import attention_ref
-
-    g = case.hq // case.hkv
-    q, k, v = q_rows[None, :g].float(), k[None, :1].float(), v[None, :1].float()
-    ref = attention_ref(q, k, v, causal=case.causal, window=case.window)[0]
-    return (out_rows[:g].float() - ref).abs().max().item()
-
-
 def attempt(fn, api: str, check) -> dict:
     """fn run once and checked: {"fn", "api", "max_err"}, or {"error", "api"} if it raised."""
     try:
@@ -266,8 +254,9 @@ def build(case: Case, device: torch.device, gen: torch.Generator) -> dict[str, d
     else:
         raise ValueError(f"unknown run {case.run!r}")
 
-    def check(out):
-        return max(reference_error(*sequence(out, i), case) for i in sorted({0, b - 1}))
+    def check(out):  # the first kv head's group of the first and the last sequence's rows
+        parts = [[t[None] for t in sequence(out, i)] for i in sorted({0, b - 1})]
+        return max(core.group_error(*r, causal=case.causal, window=case.window) for r in parts)
 
     impls = {"ours": attempt(fn, api, check)}
     if device.type != "cuda":

@@ -50,9 +50,8 @@ def shape_records(d: int, n: int, causal: bool, dtype: str, rounds: int) -> list
 
 
 def main() -> None:
-    args = core.arguments(
-        __doc__, rounds=2, smoke="N = 512 and 2,048 at d = 128, fp16"
-    ).parse_args()
+    parser = core.arguments(__doc__, rounds=2, smoke="N = 512 and 2,048 at d = 128, fp16")
+    args = parser.parse_args()
     grid = itertools.product((64, 128), DTYPES, (False, True), LENGTHS)
     if args.smoke:
         grid = [(128, "float16", c, n) for c in (False, True) for n in (512, 2048)]

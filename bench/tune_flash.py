@@ -88,9 +88,8 @@ def main():
         flops = attention_flops(b, h, n, n, d, causal=causal)
         sdpa_call = functools.partial(F.scaled_dot_product_attention, q, k, v, is_causal=causal)
         for impl in ("sdpa_flash", "sdpa_cudnn"):
-            records.append(
-                rates({**shape, "impl": impl, "ms": time_ms(sdpa_call, impl)}, flops=flops)
-            )
+            rec = {**shape, "impl": impl, "ms": time_ms(sdpa_call, impl)}
+            records.append(rates(rec, flops=flops))
         for cfg in candidates:
             if fits(cfg, shape) and (cfg, d, causal) not in failed:
                 err = (launch(cfg, shape, q, k, v).float() - ref).abs().max().item()
