@@ -45,10 +45,19 @@ def _entries(row, it, n_it, NB: gl.constexpr):
 
 
 @gluon.jit
-def _issue(k_desc, v_desc, k_smem, v_smem, bar, slot, e0, e1, e2, e3, h, pred,
-           D: gl.constexpr, BS: gl.constexpr, NB: gl.constexpr):
-    """One iteration's eight copies (K and V of four blocks) into ring slot `slot`."""
-    mbarrier.expect(bar, 2 * NB * k_desc.block_type.nbytes, pred=pred)
+def _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem, bar, slot, e0,
+           e1, e2, e3, h, n_kv_heads, pred, D: gl.constexpr, BS: gl.constexpr,
+           NB: gl.constexpr):
+    """One iteration's sixteen copies (K, V and their scales of four blocks) into ring slot
+    `slot`: a block's scales of head h are one row of BS floats."""
+    mbarrier.expect(bar, 2 * NB * (k_desc.block_type.nbytes + ks_desc.block_type.nbytes),
+                    pred=pred)
+    for j in gl.static_range(NB):
+        e = e0 if j == 0 else e1 if j == 1 else e2 if j == 2 else e3
+        tma.async_copy_global_to_shared(ks_desc, [e * n_kv_heads + h, 0], bar,
+                                        ks_smem.index(slot * NB + j), pred)
+        tma.async_copy_global_to_shared(vs_desc, [e * n_kv_heads + h, 0], bar,
+                                        vs_smem.index(slot * NB + j), pred)
     tma.async_copy_global_to_shared(k_desc, [e0 * BS, h * D], bar, k_smem.index(slot * NB), pred)
     tma.async_copy_global_to_shared(k_desc, [e1 * BS, h * D], bar, k_smem.index(slot * NB + 1),
                                     pred)
@@ -66,22 +75,20 @@ def _issue(k_desc, v_desc, k_smem, v_smem, bar, slot, e0, e1, e2, e3, h, pred,
 
 
 @gluon.jit
-def _scores(q_a, k_tile, ks_ptr, phys, h, stride_sblk, stride_sh, qk_scale,
-            BLOCK_G: gl.constexpr, BS: gl.constexpr, D: gl.constexpr, MMA: gl.constexpr,
-            K_ROWS: gl.constexpr, B_OP: gl.constexpr):
+def _scores(q_a, k_tile, ks_tile, qk_scale, BLOCK_G: gl.constexpr, BS: gl.constexpr,
+            D: gl.constexpr, MMA: gl.constexpr, K_ROWS: gl.constexpr, B_OP: gl.constexpr):
     """S = q K^T for one block (log2 units, K's scales on their columns)."""
     k = k_tile.load(K_ROWS).to(gl.float16)  # [BS, D], each thread a run of one key's row
     kt = gl.convert_layout(gl.permute(k, (1, 0)), B_OP)  # K^T: d pairs, contiguous in a row
     s = mma_v2(q_a, kt, gl.zeros([BLOCK_G, BS], gl.float32, MMA))
-    cols = gl.arange(0, BS, layout=gl.SliceLayout(0, MMA))
-    ks = gl.load(ks_ptr + phys.to(gl.int64) * stride_sblk + h * stride_sh + cols)
-    return s * (ks * qk_scale)[None, :]
+    return s * (_scales(ks_tile, BS, MMA) * qk_scale)[None, :]
 
 
 @gluon.jit
-def _scales(vs_ptr, phys, h, stride_sblk, stride_sh, BS: gl.constexpr, MMA: gl.constexpr):
-    cols = gl.arange(0, BS, layout=gl.SliceLayout(0, MMA))
-    return gl.load(vs_ptr + phys.to(gl.int64) * stride_sblk + h * stride_sh + cols)
+def _scales(tile, BS: gl.constexpr, MMA: gl.constexpr):
+    """A block's BS scales (a [1, BS] tile in shared memory) on the columns of MMA's layout."""
+    ROW: gl.constexpr = gl.BlockedLayout([1, 1], [1, 32], [1, 1], [1, 0])
+    return gl.convert_layout(gl.sum(tile.load(ROW), 0), gl.SliceLayout(0, MMA))
 
 
 @gluon.jit
@@ -94,8 +101,8 @@ def _pv(acc, p, w, v_tile, V_ROWS: gl.constexpr, A_OP: gl.constexpr, B_OP: gl.co
 
 
 @gluon.jit
-def _gluon_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_ptr, n_kv_heads,
-                  group, iters, stride_tb, stride_sblk, stride_sh, qk_scale,
+def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads,
+                  group, iters, stride_tb, qk_scale,
                   D: gl.constexpr, BS: gl.constexpr, BLOCK_G: gl.constexpr,
                   STAGES: gl.constexpr, NB: gl.constexpr):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1],
@@ -119,6 +126,8 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_p
 
     k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * NB, BS, D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * NB, BS, D], v_desc.layout)
+    ks_smem = gl.allocate_shared_memory(gl.float32, [STAGES * NB, 1, BS], ks_desc.layout)
+    vs_smem = gl.allocate_shared_memory(gl.float32, [STAGES * NB, 1, BS], vs_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
@@ -127,8 +136,8 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_p
     row = table_ptr + b.to(gl.int64) * stride_tb + split * iters * NB
     for s in gl.static_range(STAGES):
         e0, e1, e2, e3 = _entries(row, s, iters, NB)
-        _issue(k_desc, v_desc, k_smem, v_smem, ready.index(s), s, e0, e1, e2, e3, h, s < iters,
-               D, BS, NB)
+        _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem, ready.index(s),
+               s, e0, e1, e2, e3, h, n_kv_heads, s < iters, D, BS, NB)
     n0, n1, n2, n3 = _entries(row, STAGES, iters, NB)  # the first refill's, one iteration early
 
     m_i = gl.full([BLOCK_G], float("-inf"), gl.float32, ROW_S)
@@ -137,16 +146,15 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_p
     s_acc = qk_scale * 0.0 + 1.0  # acc's unit: the last iteration's largest V scale
     for it in range(iters):
         slot = it % STAGES
-        p0, p1, p2, p3 = _entries(row, it, iters, NB)  # for the scales: loaded under the wait
         mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-        s0 = _scores(q_a, k_smem.index(slot * NB), ks_ptr, p0, h, stride_sblk, stride_sh,
-                     qk_scale, BLOCK_G, BS, D, MMA, ROWS, B_OP)
-        s1 = _scores(q_a, k_smem.index(slot * NB + 1), ks_ptr, p1, h, stride_sblk, stride_sh,
-                     qk_scale, BLOCK_G, BS, D, MMA, ROWS, B_OP)
-        s2 = _scores(q_a, k_smem.index(slot * NB + 2), ks_ptr, p2, h, stride_sblk, stride_sh,
-                     qk_scale, BLOCK_G, BS, D, MMA, ROWS, B_OP)
-        s3 = _scores(q_a, k_smem.index(slot * NB + 3), ks_ptr, p3, h, stride_sblk, stride_sh,
-                     qk_scale, BLOCK_G, BS, D, MMA, ROWS, B_OP)
+        s0 = _scores(q_a, k_smem.index(slot * NB), ks_smem.index(slot * NB), qk_scale,
+                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+        s1 = _scores(q_a, k_smem.index(slot * NB + 1), ks_smem.index(slot * NB + 1), qk_scale,
+                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+        s2 = _scores(q_a, k_smem.index(slot * NB + 2), ks_smem.index(slot * NB + 2), qk_scale,
+                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+        s3 = _scores(q_a, k_smem.index(slot * NB + 3), ks_smem.index(slot * NB + 3), qk_scale,
+                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
         m_new = gl.maximum(gl.maximum(gl.maximum(m_i, gl.max(s0, 1)), gl.max(s1, 1)),
                            gl.maximum(gl.max(s2, 1), gl.max(s3, 1)))
         alpha = gl.exp2(m_i - m_new)
@@ -155,10 +163,10 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_p
         s2 = gl.exp2(s2 - m_new[:, None])
         s3 = gl.exp2(s3 - m_new[:, None])
         l_i = l_i * alpha + (gl.sum(s0, 1) + gl.sum(s1, 1)) + (gl.sum(s2, 1) + gl.sum(s3, 1))
-        w0 = _scales(vs_ptr, p0, h, stride_sblk, stride_sh, BS, MMA)
-        w1 = _scales(vs_ptr, p1, h, stride_sblk, stride_sh, BS, MMA)
-        w2 = _scales(vs_ptr, p2, h, stride_sblk, stride_sh, BS, MMA)
-        w3 = _scales(vs_ptr, p3, h, stride_sblk, stride_sh, BS, MMA)
+        w0 = _scales(vs_smem.index(slot * NB), BS, MMA)
+        w1 = _scales(vs_smem.index(slot * NB + 1), BS, MMA)
+        w2 = _scales(vs_smem.index(slot * NB + 2), BS, MMA)
+        w3 = _scales(vs_smem.index(slot * NB + 3), BS, MMA)
         s_max = gl.maximum(gl.maximum(gl.max(w0, 0), gl.max(w1, 0)),
                            gl.maximum(gl.max(w2, 0), gl.max(w3, 0)))
         r = 1.0 / s_max
@@ -171,8 +179,9 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_ptr, vs_ptr, table_ptr, o_ptr, lse_p
         m_i = m_new
         # every read of this slot is in registers: refill it with iteration it + STAGES
         gl.thread_barrier()
-        _issue(k_desc, v_desc, k_smem, v_smem, ready.index(slot), slot, n0, n1, n2, n3, h,
-               it + STAGES < iters, D, BS, NB)
+        _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem,
+               ready.index(slot), slot, n0, n1, n2, n3, h, n_kv_heads, it + STAGES < iters, D,
+               BS, NB)
         n0, n1, n2, n3 = _entries(row, it + STAGES + 1, iters, NB)
 
     out = acc * (s_acc / l_i)[:, None]
@@ -196,6 +205,19 @@ def descriptor(pool: torch.Tensor):
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), box, layout)
 
 
+def scale_descriptor(scale: torch.Tensor):
+    """Scales (blocks, BS, Hkv), stored head-major in a block, as rows of BS floats (one a block
+    and head); a box is one row."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+    nb, bs, hkv = scale.shape
+    rows = scale.transpose(1, 2)
+    assert rows.is_contiguous(), "scales must be head-major in a block"
+    rows = rows.reshape(nb * hkv, bs)
+    layout = gl.NVMMASharedLayout.get_default_for([1, bs], gl.float32)
+    return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [1, bs], layout)
+
+
 def launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits, stages):
     b, hq, d = q.shape
     hkv, bs = k_pool.shape[2], k_pool.shape[1]
@@ -206,9 +228,9 @@ def launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits, stages):
     assert k_scale.stride() == v_scale.stride()
     o = torch.empty(b * hq * splits, d, device=q.device, dtype=torch.float32)
     lse = torch.empty(b * hq * splits, device=q.device, dtype=torch.float32)
-    args = (q, descriptor(k_pool), descriptor(v_pool), k_scale, v_scale, table, o, lse, hkv,
-            group, blocks // (NB * splits), table.stride(0), k_scale.stride(0),
-            k_scale.stride(2), d**-0.5 * LOG2E)
+    args = (q, descriptor(k_pool), descriptor(v_pool), scale_descriptor(k_scale),
+            scale_descriptor(v_scale), table, o, lse, hkv, group, blocks // (NB * splits),
+            table.stride(0), d**-0.5 * LOG2E)
     meta = dict(D=d, BS=bs, BLOCK_G=max(16, triton.next_power_of_2(group)), STAGES=stages, NB=NB,
                 num_warps=1)
     return (b * hkv, splits), args, meta, o, lse
@@ -291,7 +313,7 @@ def time_it(out_path):
                                                   max_context_len=NK, num_splits=2, **s8)[0],
     }
     for sp in (1, 2, 4):
-        for st in (2, 3, 4):
+        for st in (2, 3):
             fns[f"gluon_fp8_split{sp}_s{st}"] = lambda sp=sp, st=st: gluon_decode(
                 c.q, c.k_pool8, c.v_pool8, c.table, c.k_scale, c.v_scale, splits=sp, stages=st)
     records = {}
