@@ -214,7 +214,8 @@ def scale_descriptor(scale: torch.Tensor):
     rows = scale.transpose(1, 2)
     assert rows.is_contiguous(), "scales must be head-major in a block"
     rows = rows.reshape(nb * hkv, bs)
-    layout = gl.NVMMASharedLayout.get_default_for([1, bs], gl.float32)
+    # no swizzle: a 64-byte row per buffer, 16-byte aligned (a swizzled copy needs 128)
+    layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [1, bs], layout)
 
 
