@@ -55,9 +55,9 @@ def _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem, b
     for j in gl.static_range(NB):
         e = e0 if j == 0 else e1 if j == 1 else e2 if j == 2 else e3
         tma.async_copy_global_to_shared(ks_desc, [e * n_kv_heads + h, 0], bar,
-                                        ks_smem.index(slot * NB + j), pred)
+                                        ks_smem.index(slot * NB + j).slice(0, 1), pred)
         tma.async_copy_global_to_shared(vs_desc, [e * n_kv_heads + h, 0], bar,
-                                        vs_smem.index(slot * NB + j), pred)
+                                        vs_smem.index(slot * NB + j).slice(0, 1), pred)
     tma.async_copy_global_to_shared(k_desc, [e0 * BS, h * D], bar, k_smem.index(slot * NB), pred)
     tma.async_copy_global_to_shared(k_desc, [e1 * BS, h * D], bar, k_smem.index(slot * NB + 1),
                                     pred)
@@ -126,8 +126,9 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse
 
     k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * NB, BS, D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * NB, BS, D], v_desc.layout)
-    ks_smem = gl.allocate_shared_memory(gl.float32, [STAGES * NB, 1, BS], ks_desc.layout)
-    vs_smem = gl.allocate_shared_memory(gl.float32, [STAGES * NB, 1, BS], vs_desc.layout)
+    # a block's scales are 64 bytes, a TMA destination 128-byte aligned: two rows a buffer
+    ks_smem = gl.allocate_shared_memory(gl.float32, [STAGES * NB, 2, BS], ks_desc.layout)
+    vs_smem = gl.allocate_shared_memory(gl.float32, [STAGES * NB, 2, BS], vs_desc.layout)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for s in gl.static_range(STAGES):
         mbarrier.init(ready.index(s), count=1)
@@ -147,13 +148,13 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse
     for it in range(iters):
         slot = it % STAGES
         mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
-        s0 = _scores(q_a, k_smem.index(slot * NB), ks_smem.index(slot * NB), qk_scale,
+        s0 = _scores(q_a, k_smem.index(slot * NB), ks_smem.index(slot * NB).slice(0, 1), qk_scale,
                      BLOCK_G, BS, D, MMA, ROWS, B_OP)
-        s1 = _scores(q_a, k_smem.index(slot * NB + 1), ks_smem.index(slot * NB + 1), qk_scale,
+        s1 = _scores(q_a, k_smem.index(slot * NB + 1), ks_smem.index(slot * NB + 1).slice(0, 1), qk_scale,
                      BLOCK_G, BS, D, MMA, ROWS, B_OP)
-        s2 = _scores(q_a, k_smem.index(slot * NB + 2), ks_smem.index(slot * NB + 2), qk_scale,
+        s2 = _scores(q_a, k_smem.index(slot * NB + 2), ks_smem.index(slot * NB + 2).slice(0, 1), qk_scale,
                      BLOCK_G, BS, D, MMA, ROWS, B_OP)
-        s3 = _scores(q_a, k_smem.index(slot * NB + 3), ks_smem.index(slot * NB + 3), qk_scale,
+        s3 = _scores(q_a, k_smem.index(slot * NB + 3), ks_smem.index(slot * NB + 3).slice(0, 1), qk_scale,
                      BLOCK_G, BS, D, MMA, ROWS, B_OP)
         m_new = gl.maximum(gl.maximum(gl.maximum(m_i, gl.max(s0, 1)), gl.max(s1, 1)),
                            gl.maximum(gl.max(s2, 1), gl.max(s3, 1)))
@@ -163,10 +164,10 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse
         s2 = gl.exp2(s2 - m_new[:, None])
         s3 = gl.exp2(s3 - m_new[:, None])
         l_i = l_i * alpha + (gl.sum(s0, 1) + gl.sum(s1, 1)) + (gl.sum(s2, 1) + gl.sum(s3, 1))
-        w0 = _scales(vs_smem.index(slot * NB), BS, MMA)
-        w1 = _scales(vs_smem.index(slot * NB + 1), BS, MMA)
-        w2 = _scales(vs_smem.index(slot * NB + 2), BS, MMA)
-        w3 = _scales(vs_smem.index(slot * NB + 3), BS, MMA)
+        w0 = _scales(vs_smem.index(slot * NB).slice(0, 1), BS, MMA)
+        w1 = _scales(vs_smem.index(slot * NB + 1).slice(0, 1), BS, MMA)
+        w2 = _scales(vs_smem.index(slot * NB + 2).slice(0, 1), BS, MMA)
+        w3 = _scales(vs_smem.index(slot * NB + 3).slice(0, 1), BS, MMA)
         s_max = gl.maximum(gl.maximum(gl.max(w0, 0), gl.max(w1, 0)),
                            gl.maximum(gl.max(w2, 0), gl.max(w3, 0)))
         r = 1.0 / s_max
@@ -214,7 +215,7 @@ def scale_descriptor(scale: torch.Tensor):
     rows = scale.transpose(1, 2)
     assert rows.is_contiguous(), "scales must be head-major in a block"
     rows = rows.reshape(nb * hkv, bs)
-    # no swizzle: a 64-byte row per buffer, 16-byte aligned (a swizzled copy needs 128)
+    # no swizzle: a row of 64 bytes
     layout = gl.NVMMASharedLayout(swizzle_byte_width=0, element_bitwidth=32, rank=2)
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [1, bs], layout)
 
