@@ -78,8 +78,8 @@ def _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem, b
 def _scores(q_a, k_tile, ks_tile, qk_scale, BLOCK_G: gl.constexpr, BS: gl.constexpr,
             D: gl.constexpr, MMA: gl.constexpr, K_ROWS: gl.constexpr, B_OP: gl.constexpr):
     """S = q K^T for one block (log2 units, K's scales on their columns)."""
-    k = k_tile.load(K_ROWS).to(gl.float16)  # [BS, D], each thread a run of one key's row
-    kt = gl.convert_layout(gl.permute(k, (1, 0)), B_OP)  # K^T: d pairs, contiguous in a row
+    # K^T straight from the copy into the B layout: its k pairs (d) are contiguous in a key's row
+    kt = k_tile.permute((1, 0)).load(B_OP).to(gl.float16)
     s = mma_v2(q_a, kt, gl.zeros([BLOCK_G, BS], gl.float32, MMA))
     return s * (_scales(ks_tile, BS, MMA) * qk_scale)[None, :]
 
@@ -104,11 +104,14 @@ def _pv(acc, p, w, v_tile, V_ROWS: gl.constexpr, A_OP: gl.constexpr, B_OP: gl.co
 def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads,
                   group, iters, stride_tb, qk_scale,
                   D: gl.constexpr, BS: gl.constexpr, BLOCK_G: gl.constexpr,
-                  STAGES: gl.constexpr, NB: gl.constexpr):
+                  STAGES: gl.constexpr, NB: gl.constexpr, KW: gl.constexpr):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[1, 1],
                                                   instr_shape=[16, 8])
     A_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     B_OP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
+    # q K^T with four consecutive d a register (K's bytes read 4 at a time, as Triton does)
+    A_QK: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=KW)
+    B_QK: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=KW)
     ROWS: gl.constexpr = gl.BlockedLayout([1, 16], [4, 8], [1, 1], [1, 0])
     Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [1, 1], [1, 0])
     ROW_S: gl.constexpr = gl.SliceLayout(1, MMA)
@@ -122,7 +125,7 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse
     q_rows = b.to(gl.int64) * n_kv_heads * group + h * group + offs_g
     q = gl.load(q_ptr + q_rows[:, None] * D + cols_q[None, :], mask=(offs_g < group)[:, None],
                 other=0.0)
-    q_a = gl.convert_layout(q, A_OP)  # once: the loop reads no q from shared memory
+    q_a = gl.convert_layout(q, A_QK)  # once: the loop reads no q from shared memory
 
     k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * NB, BS, D], k_desc.layout)
     v_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * NB, BS, D], v_desc.layout)
@@ -149,13 +152,13 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse
         slot = it % STAGES
         mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
         s0 = _scores(q_a, k_smem.index(slot * NB), ks_smem.index(slot * NB).slice(0, 1), qk_scale,
-                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+                     BLOCK_G, BS, D, MMA, ROWS, B_QK)
         s1 = _scores(q_a, k_smem.index(slot * NB + 1), ks_smem.index(slot * NB + 1).slice(0, 1), qk_scale,
-                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+                     BLOCK_G, BS, D, MMA, ROWS, B_QK)
         s2 = _scores(q_a, k_smem.index(slot * NB + 2), ks_smem.index(slot * NB + 2).slice(0, 1), qk_scale,
-                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+                     BLOCK_G, BS, D, MMA, ROWS, B_QK)
         s3 = _scores(q_a, k_smem.index(slot * NB + 3), ks_smem.index(slot * NB + 3).slice(0, 1), qk_scale,
-                     BLOCK_G, BS, D, MMA, ROWS, B_OP)
+                     BLOCK_G, BS, D, MMA, ROWS, B_QK)
         m_new = gl.maximum(gl.maximum(gl.maximum(m_i, gl.max(s0, 1)), gl.max(s1, 1)),
                            gl.maximum(gl.max(s2, 1), gl.max(s3, 1)))
         alpha = gl.exp2(m_i - m_new)
@@ -220,7 +223,7 @@ def scale_descriptor(scale: torch.Tensor):
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), [1, bs], layout)
 
 
-def launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits, stages):
+def launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits, stages, kw=4):
     b, hq, d = q.shape
     hkv, bs = k_pool.shape[2], k_pool.shape[1]
     group = hq // hkv
@@ -234,7 +237,7 @@ def launch_args(q, k_pool, v_pool, table, k_scale, v_scale, splits, stages):
             scale_descriptor(v_scale), table, o, lse, hkv, group, blocks // (NB * splits),
             table.stride(0), d**-0.5 * LOG2E)
     meta = dict(D=d, BS=bs, BLOCK_G=max(16, triton.next_power_of_2(group)), STAGES=stages, NB=NB,
-                num_warps=1)
+                KW=kw, num_warps=1)
     return (b * hkv, splits), args, meta, o, lse
 
 
