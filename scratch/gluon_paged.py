@@ -452,11 +452,12 @@ def time_it(out_path):
     """On the H200, at bench.fp8_decode's shape: this kernel against the shipped paged_decode
     (8- and 16-bit), scratch/gluon_decode.py's probe and scratch/tma_paged.py, graph replays in
     turns, each output checked first against the shipped 8-bit kernel's."""
+    from gluon_decode import gluon_decode
+    from tma_paged import tma_paged_decode
+
     from bench import core
     from bench.fp8_decode import N as NK
     from bench.fp8_decode import cache
-    from gluon_decode import gluon_decode
-    from tma_paged import tma_paged_decode
 
     c = cache()
     s8 = {"k_scale": c.k_scale, "v_scale": c.v_scale}
@@ -489,11 +490,52 @@ def time_it(out_path):
                                "records": list(records.values())})
 
 
+def sweep(out_path):
+    """On the H200: the kernel at other batches and lengths (GQA 32/8, d = 128, blocks of 16),
+    one to eight splits and 2 or 3 stages, against the shipped kernel on the 8- and 16-bit
+    caches: the data a split rule for it would stand on."""
+    import bench.fp8_decode as fd
+    from bench import core
+
+    cases = []
+    for b, n in ((8, 4096), (8, 32768), (64, 1024), (64, 4096), (64, 16384), (256, 4096)):
+        fd.B, fd.N = b, n
+        c = fd.cache()
+        s8 = {"k_scale": c.k_scale, "v_scale": c.v_scale}
+        fns = {
+            "shipped_fp8": lambda c=c, n=n, s8=s8: pa.paged_decode(
+                c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t, max_context_len=n, **s8),
+            "shipped_fp16": lambda c=c, n=n: pa.paged_decode(
+                c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, max_context_len=n),
+        }
+        for sp in (1, 2, 4, 8):
+            for st in (2, 3):
+                fns[f"gluon_split{sp}_s{st}"] = (
+                    lambda c=c, n=n, s8=s8, sp=sp, st=st: gluon_paged_decode(
+                        c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t, max_context_len=n,
+                        num_splits=sp, stages=st, **s8)[0])
+        base = fns["shipped_fp8"]()
+        records = {}
+        for name, fn in fns.items():
+            ref = base if "fp16" not in name else fns["shipped_fp16"]()
+            diff = (fn().float() - ref.float()).abs().max().item()
+            records[name] = {"impl": name, "max_diff_vs_shipped": diff}
+        core.in_turns(records, fns, 2, must_capture=True)
+        us = {k: round(r["graph_ms"] * 1e3, 1) for k, r in records.items()}
+        print(f"B={b} N={n}: {us}", flush=True)
+        cases.append({"batch": b, "keys": n, "records": list(records.values())})
+        del c, fns, base
+        torch.cuda.empty_cache()
+    core.save(Path(out_path), {"environment": core.environment(),
+                               "copy_bytes_per_s": core.copy_rate(), "cases": cases})
+
+
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--time", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--out", default="gluon-paged.json")
     a = ap.parse_args()
     if a.compile:
@@ -502,3 +544,5 @@ if __name__ == "__main__":
         check()
     if a.time:
         time_it(a.out)
+    if a.sweep:
+        sweep(a.out)
