@@ -180,7 +180,7 @@ def compile_report():
               f"{len(loop)} warp instructions an iteration of {nb * BS} keys")
 
 
-def time_it(out_path):
+def time_it(out_path, splits=(1, 2, 4)):
     from bench import core
     from minimodel.paged_attention import paged_decode
 
@@ -190,7 +190,7 @@ def time_it(out_path):
         "mqa_shipped": lambda: paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=N),
         "mqa_sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0],
     }
-    for sp in (1, 2, 4):
+    for sp in splits:
         for st, nb in ((2, 4), (3, 4), (3, 2), (4, 2)):
             fns[f"gluon_split{sp}_s{st}_nb{nb}"] = (
                 lambda sp=sp, st=st, nb=nb: gluon_mqa(q, k_pool, v_pool, table, sp, st, nb))
@@ -217,8 +217,9 @@ if __name__ == "__main__":
     ap.add_argument("--compile", action="store_true")
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--out", default="gluon-mqa.json")
+    ap.add_argument("--splits", default="1,2,4")
     a = ap.parse_args()
     if a.compile:
         compile_report()
     if a.time:
-        time_it(a.out)
+        time_it(a.out, tuple(int(x) for x in a.splits.split(",")))
