@@ -61,31 +61,27 @@ def _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem, b
     `slot`: a block's scales of head h are one row of BS floats."""
     mbarrier.expect(bar, 2 * NB * (k_desc.block_type.nbytes + ks_desc.block_type.nbytes),
                     pred=pred)
+    # in the order the timed kernel (data/gluon-decode3-h200.json) issued them: the scales,
+    # then K's four blocks, then V's (scratch/gluon_paged.py interleaves them per block)
     for j in gl.static_range(NB):
         e = e0 if j == 0 else e1 if j == 1 else e2 if j == 2 else e3
         tma.async_copy_global_to_shared(ks_desc, [e * n_kv_heads + h, 0], bar,
                                         ks_smem.index(slot * NB + j).slice(0, 1), pred)
         tma.async_copy_global_to_shared(vs_desc, [e * n_kv_heads + h, 0], bar,
                                         vs_smem.index(slot * NB + j).slice(0, 1), pred)
-    tma.async_copy_global_to_shared(k_desc, [e0 * BS, h * D], bar, k_smem.index(slot * NB), pred)
-    tma.async_copy_global_to_shared(k_desc, [e1 * BS, h * D], bar, k_smem.index(slot * NB + 1),
-                                    pred)
-    tma.async_copy_global_to_shared(k_desc, [e2 * BS, h * D], bar, k_smem.index(slot * NB + 2),
-                                    pred)
-    tma.async_copy_global_to_shared(k_desc, [e3 * BS, h * D], bar, k_smem.index(slot * NB + 3),
-                                    pred)
-    tma.async_copy_global_to_shared(v_desc, [e0 * BS, h * D], bar, v_smem.index(slot * NB), pred)
-    tma.async_copy_global_to_shared(v_desc, [e1 * BS, h * D], bar, v_smem.index(slot * NB + 1),
-                                    pred)
-    tma.async_copy_global_to_shared(v_desc, [e2 * BS, h * D], bar, v_smem.index(slot * NB + 2),
-                                    pred)
-    tma.async_copy_global_to_shared(v_desc, [e3 * BS, h * D], bar, v_smem.index(slot * NB + 3),
-                                    pred)
+    for j in gl.static_range(NB):
+        e = e0 if j == 0 else e1 if j == 1 else e2 if j == 2 else e3
+        tma.async_copy_global_to_shared(k_desc, [e * BS, h * D], bar,
+                                        k_smem.index(slot * NB + j), pred)
+    for j in gl.static_range(NB):
+        e = e0 if j == 0 else e1 if j == 1 else e2 if j == 2 else e3
+        tma.async_copy_global_to_shared(v_desc, [e * BS, h * D], bar,
+                                        v_smem.index(slot * NB + j), pred)
 
 
 @gluon.jit
 def _scores(q_a, k_tile, ks_tile, qk_scale, BLOCK_G: gl.constexpr, BS: gl.constexpr,
-            D: gl.constexpr, MMA: gl.constexpr, K_ROWS: gl.constexpr, B_OP: gl.constexpr):
+            D: gl.constexpr, MMA: gl.constexpr, B_OP: gl.constexpr):
     """S = q K^T for one block (log2 units, K's scales on their columns)."""
     # K^T straight from the copy into the B layout: its k pairs (d) are contiguous in a key's row
     kt = k_tile.permute((1, 0)).load(B_OP).to(gl.float16)
@@ -161,16 +157,16 @@ def _gluon_decode(q_ptr, k_desc, v_desc, ks_desc, vs_desc, table_ptr, o_ptr, lse
         slot = it % STAGES
         mbarrier.wait(ready.index(slot), (it // STAGES) & 1)
         s0 = _scores(q_a, k_smem.index(slot * NB), ks_smem.index(slot * NB).slice(0, 1), qk_scale,
-                     BLOCK_G, BS, D, MMA, ROWS, B_QK)
+                     BLOCK_G, BS, D, MMA, B_QK)
         s1 = _scores(q_a, k_smem.index(slot * NB + 1),
                      ks_smem.index(slot * NB + 1).slice(0, 1), qk_scale, BLOCK_G, BS, D, MMA,
-                     ROWS, B_QK)
+                     B_QK)
         s2 = _scores(q_a, k_smem.index(slot * NB + 2),
                      ks_smem.index(slot * NB + 2).slice(0, 1), qk_scale, BLOCK_G, BS, D, MMA,
-                     ROWS, B_QK)
+                     B_QK)
         s3 = _scores(q_a, k_smem.index(slot * NB + 3),
                      ks_smem.index(slot * NB + 3).slice(0, 1), qk_scale, BLOCK_G, BS, D, MMA,
-                     ROWS, B_QK)
+                     B_QK)
         m_new = gl.maximum(gl.maximum(gl.maximum(m_i, gl.max(s0, 1)), gl.max(s1, 1)),
                            gl.maximum(gl.max(s2, 1), gl.max(s3, 1)))
         alpha = gl.exp2(m_i - m_new)
@@ -265,14 +261,39 @@ def gluon_decode(q, k_pool, v_pool, table, k_scale, v_scale, splits=2, stages=2)
     return (w[..., None] * o).sum(2).to(q.dtype)
 
 
+def compile_gluon(kernel, args, meta):
+    """A Gluon kernel compiled for sm_90 without a GPU, as its JIT would compile this launch:
+    args the runtime arguments in order (a pointer's type from its tensor, a Python int i32, a
+    float fp32, a descriptor its Gluon type, None a constexpr), meta the constexprs and
+    num_warps (scripts/ptx_hopper.py compiles the Hopper kernel this way)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.experimental.gluon._runtime import GluonASTSource
+    from triton.runtime.jit import mangle_type
+
+    pointer = {torch.float16: "*fp16", torch.float32: "*fp32", torch.int32: "*i32"}
+    signature, constexprs = {}, {}
+    for i, p in enumerate(p.name for p in kernel.params):
+        a = args[i] if i < len(args) else None
+        if p in meta or a is None:
+            signature[p], constexprs[(i,)] = "constexpr", meta.get(p)
+        elif isinstance(a, torch.Tensor):
+            signature[p] = pointer[a.dtype]
+        elif isinstance(a, float):
+            signature[p] = "fp32"
+        elif isinstance(a, int):
+            signature[p] = "i32"
+        else:
+            signature[p] = mangle_type(a)
+    src = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                          options={"num_warps": meta["num_warps"]})
+
+
 def compile_report():
     """Compiled for sm_90 without a GPU: registers, spills and the main loop's instructions."""
     import collections
 
     import fp8_sass as fs
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
 
     nb = 64
     q = torch.zeros(B, HQ, D, dtype=torch.float16)
@@ -282,23 +303,7 @@ def compile_report():
     table = torch.zeros(B, N // BS, dtype=torch.int32)
     for stages in (2, 3):
         grid, args, meta, _, _ = launch_args(q, *pools, table, *sc, 2, stages)
-        params = [p.name for p in _gluon_decode.params]
-        signature, constexprs = {}, {}
-        for i, p in enumerate(params):
-            a = args[i] if i < len(args) else None
-            if p in meta:
-                signature[p], constexprs[(i,)] = "constexpr", meta[p]
-            elif isinstance(a, torch.Tensor):
-                signature[p] = "*" + {torch.float16: "fp16", torch.float32: "fp32",
-                                      torch.int32: "i32"}[a.dtype]
-            elif isinstance(a, float):
-                signature[p] = "fp32"
-            elif isinstance(a, int):
-                signature[p] = "i32"
-            else:
-                signature[p] = mangle_type(a)
-        src = GluonASTSource(fn=_gluon_decode, signature=signature, constexprs=constexprs)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+        compiled = compile_gluon(_gluon_decode, args, meta)
         text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
         lines = fs.sass_lines(fs.sass(compiled.asm["cubin"]))
         loop = fs.main_loop(lines)

@@ -147,33 +147,14 @@ def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4):
 
 def compile_report():
     import fp8_sass as fs
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
+    from gluon_decode import compile_gluon
 
     q = torch.zeros(B, HQ, D, dtype=torch.float16)
     pools = [torch.zeros(64, BS, HKV, D, dtype=torch.float16) for _ in "kv"]
     table = torch.zeros(B, N // BS, dtype=torch.int32)
     for stages, nb in ((2, 4), (3, 4), (2, 2), (4, 2)):
         grid, args, meta, _, _ = launch_args(q, *pools, table, 2, stages, nb)
-        params = [p.name for p in _gluon_mqa.params]
-        signature, constexprs = {}, {}
-        for i, p in enumerate(params):
-            a = args[i] if i < len(args) else None
-            if p in meta:
-                signature[p], constexprs[(i,)] = "constexpr", meta[p]
-            elif isinstance(a, torch.Tensor):
-                signature[p] = "*" + {torch.float16: "fp16", torch.float32: "fp32",
-                                      torch.int32: "i32"}[a.dtype]
-            elif isinstance(a, float):
-                signature[p] = "fp32"
-            elif isinstance(a, int):
-                signature[p] = "i32"
-            else:
-                signature[p] = mangle_type(a)
-        src = GluonASTSource(fn=_gluon_mqa, signature=signature, constexprs=constexprs)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                                  options={"num_warps": meta["num_warps"]})
+        compiled = compile_gluon(_gluon_mqa, args, meta)
         text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
         loop = fs.main_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
         print(f"stages={stages} nb={nb}: {text}; shared {compiled.metadata.shared} B; main loop "

@@ -34,8 +34,7 @@ import argparse
 from pathlib import Path
 
 import torch
-import triton
-from gluon_decode import descriptor, scale_descriptor
+from gluon_decode import compile_gluon, descriptor, scale_descriptor
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
@@ -297,7 +296,7 @@ def launch_args(q, k_pool, v_pool, block_tables, context_lens, *, max_context_le
     b, hq, d = q.shape
     num_blocks, bs, hkv, dk = k_pool.shape
     assert q.dtype == torch.float16 and q.is_contiguous() and k_pool.dtype == pa.FP8_DTYPE
-    assert dk == d and d in (32, 64, 128) and bs % 16 == 0 and hq // hkv <= 16
+    assert dk == d and d in (64, 128) and bs % 16 == 0 and hq // hkv <= 16
     assert k_pool.is_contiguous() and v_pool.is_contiguous() and (hkv * d) % 16 == 0
     capacity = block_tables.shape[1] * bs
     it = NB * bs
@@ -409,9 +408,6 @@ def compile_report():
     import collections
 
     import fp8_sass as fs
-    from triton.backends.compiler import GPUTarget
-    from triton.experimental.gluon._runtime import GluonASTSource
-    from triton.runtime.jit import mangle_type
 
     b, hq, hkv, d, bs, n, nb = 64, 32, 8, 128, 16, 4096, 64
     q = torch.zeros(b, hq, d, dtype=torch.float16)
@@ -423,25 +419,7 @@ def compile_report():
         grid, args, meta, _ = launch_args(q, *pools, table, lens, max_context_len=n,
                                           num_splits=1, window=None, error_flags=None,
                                           stages=stages, **sc)
-        params = [p.name for p in _gluon_paged_decode.params]
-        signature, constexprs = {}, {}
-        for i, p in enumerate(params):
-            a = args[i] if i < len(args) else None
-            if p in meta:
-                signature[p], constexprs[(i,)] = "constexpr", meta[p]
-            elif a is None:
-                signature[p], constexprs[(i,)] = "constexpr", None
-            elif isinstance(a, torch.Tensor):
-                signature[p] = "*" + {torch.float16: "fp16", torch.float32: "fp32",
-                                      torch.int32: "i32"}[a.dtype]
-            elif isinstance(a, float):
-                signature[p] = "fp32"
-            elif isinstance(a, int):
-                signature[p] = "i32"
-            else:
-                signature[p] = mangle_type(a)
-        src = GluonASTSource(fn=_gluon_paged_decode, signature=signature, constexprs=constexprs)
-        compiled = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
+        compiled = compile_gluon(_gluon_paged_decode, args, meta)
         text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
         lines = fs.sass_lines(fs.sass(compiled.asm["cubin"]))
         loop = fs.main_loop(lines)
