@@ -1,14 +1,16 @@
 """The 8-bit KV cache on the GPU (Lab 03 part 2, "The measurement"): one decode step at B = 64,
 4,096 keys, 32 query heads on 8 kv heads, d = 128, through float8_e4m3fn pools with float32
-scales (with the shipped tile, and with the tile shipped before: 128 keys, four warps),
-through float16 pools, and cuDNN's
-SDPA on the contiguous float16 cache; CUDA-graph replays in turns. figures/fp8_decode.py makes
-the page's tables from the file.
+scales (as shipped: the Hopper kernel on a Hopper GPU; and on the Triton kernel, with
+paged_attention.HOPPER_FP8 off), through float16 pools, and cuDNN's SDPA on the contiguous
+float16 cache; CUDA-graph replays in turns. figures/fp8_decode.py makes the page's tables from
+the file.
 
     PYTHONPATH=src python -m bench.fp8_decode --out data/fp8-decode-h200.json   # ~1 min
 
-data/fp8-decode-perkey-h200.json holds the same calls on the kernel before it read one table
-entry per block (tree 3b7a0fe).
+Earlier runs, before the Hopper kernel shipped, of the calls then shipped (the Triton kernel as
+`fp8_paged`, and `fp8_paged_before` with the tile it shipped with before the warp rule):
+data/fp8-decode-triton-h200.json (e30d5cb), data/fp8-decode-128key-h200.json (3ad442e) and
+data/fp8-decode-perkey-h200.json (3b7a0fe, the kernel before it read one table entry per block).
 """
 
 import time
@@ -20,7 +22,7 @@ import torch
 
 from bench import core
 from bench.core import arguments, environment, in_blocks, randn, save
-from minimodel import paged_attention
+from minimodel import paged_attention, paged_attention_hopper
 from minimodel.paged_attention import FP8_DTYPE, dequantize_kv, paged_decode, quantize_kv
 from minimodel.roofline import attention_flops, kv_cache_bytes, scaled_kv_cache_bytes
 
@@ -61,11 +63,10 @@ def main() -> None:
     fast = {"max_context_len": N}
     scales = {"k_scale": c.k_scale, "v_scale": c.v_scale}
     fp8_call = lambda: paged_decode(c.q, c.k_pool8, c.v_pool8, c.table, c.lens_t, **fast, **scales)
-    # the tile shipped before the warp rule: 128 keys (16 KiB of K), 4 warps, 3 stages
-    tile = lambda *a: paged_attention.DecodeConfig(128, 4, 3)
+    hopper = paged_attention_hopper.fits(c.q, c.k_pool8, c.v_pool8, c.k_scale, c.v_scale)
     fns = {
         "fp8_paged": fp8_call,
-        "fp8_paged_before": mock.patch.object(paged_attention, "decode_config", tile)(fp8_call),
+        "fp8_triton": mock.patch.object(paged_attention, "HOPPER_FP8", False)(fp8_call),
         "fp16_paged": lambda: paged_decode(c.q, c.k_pool16, c.v_pool16, c.table, c.lens_t, **fast),
     }
     fns["sdpa_cudnn"] = lambda: core.sdpa_cudnn(c.q[:, :, None], c.k16, c.v16)[:, :, 0]
@@ -80,10 +81,10 @@ def main() -> None:
     drawn = core.reference(c.q, c.k32, c.v32, CHECKED)
     forms = {  # what each implementation is, as its record says
         "fp8_paged": "block table (blocks of 16, random permutation), e4m3 pools, "
-        "float32 scales per token and kv head, shipped tiles (4 KiB of K: 32 keys, one warp, "
-        "2 stages)",
-        "fp8_paged_before": "the same, the tile shipped before: 128 keys (16 KiB of K), "
-        "4 warps, 3 stages",
+        "float32 scales per token and kv head (head-major in a block), as shipped: "
+        + ("the Hopper kernel (paged_attention_hopper)" if hopper else "the Triton kernel"),
+        "fp8_triton": "the same on the Triton kernel (HOPPER_FP8 off; 4 KiB K tiles: 32 keys, "
+        "one warp, 2 stages)",
         "fp16_paged": "the same block table, float16 pools",
         "sdpa_cudnn": "SDPA, cuDNN backend, contiguous float16 cache, enable_gqa",
     }

@@ -6,6 +6,7 @@ KernelPagedKVCache in 8 bits, and MiniGPT decoding the verb sequence through it.
 `make check-mine`: the extension is the solution's."""
 
 from typing import NamedTuple
+from unittest import mock
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from test_attention_flash import attention_same_dtype
 from test_paged_attention import DEVICE, NAN, fenced, make_cache, make_q
 
 from minimodel import paged_attention as pa
+from minimodel import paged_attention_hopper
 from minimodel.attention import KernelPagedKVCache
 from minimodel.minigpt import MiniGPT, MiniGPTConfig
 from minimodel.paged_attention import (
@@ -675,5 +677,176 @@ def test_gpu_minigpt_decodes_the_verb_sequence_through_the_fp8_and_the_16_bit_ca
     assert torch.equal(got8.argmax(-1), want.argmax(-1))
     # the float16 model's own error is in both; the cache's rounding on top of it
     assert rms(got8 - want) <= 2 * 2**7 * rms(got16 - want)
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-check-hopper>>[init]
+# The Hopper kernel compiled for sm_90 by Triton's NVIDIA backend (no GPU needed) at the bars'
+# head dim, two splits; its PTX printed. Run apart, as FOLD_PTX in the solution's checks.
+HOPPER_PTX = """
+import torch, triton
+from triton.backends.compiler import GPUTarget
+from triton.experimental.gluon._runtime import GluonASTSource
+from triton.runtime.jit import mangle_type
+from minimodel.kernels import _jit_args
+from minimodel import paged_attention_hopper as ph
+from minimodel.paged_attention import FP8_DTYPE
+b, hq, hkv, d, n, nb = 4, 32, 8, 128, 256, 64
+q = torch.zeros(b, hq, d, dtype=torch.float16)
+k, v = (torch.zeros(nb, 16, hkv, d).to(FP8_DTYPE) for _ in "kv")
+ks, vs = (torch.ones(nb, hkv, 16).transpose(1, 2) for _ in "kv")
+table, lens = torch.zeros(b, n // 16, dtype=torch.int32), torch.full((b,), n, dtype=torch.int32)
+o, lse = torch.empty(b, hq, 2, d), torch.empty(b, hq, 2)
+kernel, _, args, meta = ph.launch_args(
+    q, k, v, table, lens, o, lse, None, ks, vs, qk_scale=0.1, window=None, split_len=128,
+    num_splits=2, capacity=n, strides_o=o.stride(), strides_lse=lse.stride(), store_lse=True,
+    flags=(1, 2))
+pointer = {torch.float16: "*fp16", torch.float32: "*fp32", torch.int32: "*i32"}
+signature, constexprs = {}, {}
+for i, p in enumerate(p.name for p in kernel.params):
+    a = _jit_args(args)[i] if i < len(args) else None
+    if p in meta or a is None:
+        signature[p], constexprs[(i,)] = "constexpr", meta.get(p)
+    else:
+        signature[p] = (pointer[a.dtype] if isinstance(a, torch.Tensor) else
+                        "fp32" if isinstance(a, float) else
+                        "i32" if isinstance(a, int) else mangle_type(a))
+src = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+print(triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1}).asm["ptx"])
+"""
+
+
+def test_the_hopper_kernel_reads_the_pools_through_the_tma_only():
+    """Compiled for sm_90: four TMA copies a block (K, V, their scales), four blocks an
+    iteration, in the STAGES iterations that fill the ring and in the loop's refill; no plain
+    load of an 8-bit element."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this Triton has no NVIDIA backend to compile for sm_90 with")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    ptx = subprocess.run([sys.executable, "-c", HOPPER_PTX], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert ptx.count("cp.async.bulk.tensor.2d") == 4 * 4 * (paged_attention_hopper.STAGES + 1)
+    assert not re.search(r"ld\.global[.\w]*\.[bsu]8\b", ptx)
+    assert "mma.sync.aligned.m16n8k16" in ptx
+
+
+@pytest.mark.parametrize(("batch", "keys", "splits"), [
+    (8, 4096, 8), (8, 32768, 8), (64, 1024, 1), (64, 4096, 1), (64, 16384, 1), (256, 4096, 1),
+    (1, 256, 1), (1, 1024, 4), (1, 2048, 8), (1, 10**6, 8),
+])
+def test_the_hopper_split_rule(batch, keys, splits):
+    """hopper_splits on an H200 (132 SMs), 8 kv heads: powers of two up to 8, three programs
+    an SM, no split shorter than four iterations of 64 keys."""
+    assert paged_attention_hopper.hopper_splits(batch, 8, keys, 132) == splits
+
+
+def hopper_decode(q, cache: Fp8Cache, **kwargs):
+    """fp8_decode, asserting that the Hopper kernel ran it (a fresh plan: launch_args called)."""
+    real = paged_attention_hopper.launch_args
+    with (mock.patch.dict(pa._DECODE_PLANS, clear=True),
+          mock.patch.object(paged_attention_hopper, "launch_args", wraps=real) as spy):
+        out = fp8_decode(q, cache, **kwargs)
+    assert spy.called
+    return out
+
+
+HOPPER_LENS = [0, 1, 15, 16, 17, 63, 64, 65, 128, 200]  # block and iteration edges
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("window", [None, 1, 5, 40])
+@pytest.mark.parametrize("num_splits", [None, 1, 2, 3])
+def test_gpu_hopper_fp8_decode_computes_what_the_cache_stands_for(d, window, num_splits):
+    """The Hopper kernel on ragged lengths (and blocks freed behind a window), NaN in every slot
+    no sequence owns and around the index tensors, held to statement 1's tolerance."""
+    lens = HOPPER_LENS
+    first_kept = None if window is None else [max(0, n - window) for n in lens]
+    cache = make_fp8_cache(lens, 2, d, 16, device="cuda", first_kept=first_kept)
+    q = make_q(len(lens), 8, d, dtype=torch.float16, device="cuda")
+    out, lse = hopper_decode(q, cache, window=window, num_splits=num_splits,
+                             max_context_len=max(lens))
+    for seq, n in enumerate(lens):
+        if n == 0:
+            assert (out[seq] == 0).all() and (lse[seq] == float("-inf")).all()
+            continue
+        check_fp8_rows(out[seq, :, None], lse[seq, :, None], q[seq : seq + 1, :, None],
+                       cache.k_hat[seq : seq + 1, :, :n], cache.v_hat[seq : seq + 1, :, :n],
+                       window=window)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [1, 2])
+def test_gpu_hopper_fp8_decode_flags_bad_entries_and_lengths(num_splits, monkeypatch):
+    """Entries -1 and num_blocks (never followed), a length past the row (cut to it, where it
+    meets the row's -1 entries): flagged as the Triton kernel flags them, in their sequences
+    only; every other sequence's output as on the good table."""
+    lens = HOPPER_LENS
+    cache = make_fp8_cache(lens, 2, 64, 16, device="cuda")
+    q = make_q(len(lens), 8, 64, dtype=torch.float16, device="cuda")
+    table, lens_t = cache.table.clone(), cache.lens.clone()
+    table[4, 1], table[8, 0] = -1, cache.k_pool.shape[0]
+    lens_t[6] = table.shape[1] * 16 + 5
+    kw = {"max_context_len": max(lens), "num_splits": num_splits, **cache.scales()}
+    flags = [torch.zeros(len(lens), dtype=torch.int32, device="cuda") for _ in range(2)]
+    with (mock.patch.dict(pa._DECODE_PLANS, clear=True),
+          mock.patch.object(paged_attention_hopper, "launch_args",
+                            wraps=paged_attention_hopper.launch_args) as spy):
+        got = paged_decode(q, cache.k_pool, cache.v_pool, table, lens_t, error_flags=flags[0],
+                           **kw)
+    assert spy.called
+    want = paged_decode(q, cache.k_pool, cache.v_pool, cache.table, cache.lens, **kw)
+    monkeypatch.setattr(pa, "HOPPER_FP8", False)
+    paged_decode(q, cache.k_pool, cache.v_pool, table, lens_t, error_flags=flags[1], **kw)
+    entry, length = pa.ERR_BAD_ENTRY, pa.ERR_BAD_LENGTH
+    assert flags[0].tolist() == flags[1].tolist() == [0, 0, 0, 0, entry, 0, length | entry, 0,
+                                                      entry, 0]
+    keep = [r for r in range(len(lens)) if r not in (4, 6, 8)]
+    torch.testing.assert_close(got[keep], want[keep])
+    assert got[[4, 8]].isfinite().all()
+
+
+@pytest.mark.gpu
+def test_gpu_hopper_fp8_decode_without_lse_and_strided_q():
+    """One split without lse stores O only (o stands in for the lse pointer), and q and O are
+    read and written through their strides: the same O as with lse, on contiguous q."""
+    lens = [300, 4097, 1]
+    cache = make_fp8_cache(lens, 8, 128, 16, device="cuda")
+    q = make_q(3, 32, 128, dtype=torch.float16, device="cuda")
+    strided = torch.empty(3, 32, 256, dtype=torch.float16, device="cuda")[..., ::2]
+    strided.copy_(q)
+    kw = {"max_context_len": 4097, "num_splits": 1, **cache.scales()}
+    args = (cache.k_pool, cache.v_pool, cache.table, cache.lens)
+    with_lse, _ = paged_decode(q, *args, return_lse=True, **kw)
+    torch.testing.assert_close(paged_decode(q, *args, **kw), with_lse, atol=0, rtol=0)
+    torch.testing.assert_close(paged_decode(strided, *args, **kw), with_lse, atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_hopper_kernel_takes_only_what_fits():
+    """fits: the bars' case, and each condition broken alone (those go to the Triton kernel,
+    whose checks above cover them)."""
+    from minimodel.paged_attention_hopper import fits
+
+    cache = make_fp8_cache([64], 8, 128, 16, device="cuda")
+    q = make_q(1, 32, 128, dtype=torch.float16, device="cuda")
+    pools, scales = (cache.k_pool, cache.v_pool), (cache.k_scale, cache.v_scale)
+    assert fits(q, *pools, *scales)
+    assert not fits(q.bfloat16(), *pools, *scales)
+    assert not fits(make_q(1, 8 * 17, 128, dtype=torch.float16, device="cuda"), *pools, *scales)
+    slot_major = cache.k_scale.contiguous()  # (num_blocks, block_size, Hkv) slot-major
+    assert not fits(q, *pools, slot_major, cache.v_scale)
+    assert not fits(q, cache.k_pool[:, :, :4], cache.v_pool[:, :, :4], *scales)
+    small = make_fp8_cache([64], 8, 32, 16, device="cuda")
+    assert not fits(make_q(1, 32, 32, dtype=torch.float16, device="cuda"), small.k_pool,
+                    small.v_pool, small.k_scale, small.v_scale)
+    blocks32 = make_fp8_cache([64], 8, 128, 32, device="cuda")
+    assert not fits(q, blocks32.k_pool, blocks32.v_pool, blocks32.k_scale, blocks32.v_scale)
 # ~/~ end
 # ~/~ end

@@ -13,6 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
+from minimodel import paged_attention_hopper
 from minimodel.kernels import (
     INTERPRET,
     LN2,
@@ -1034,6 +1035,9 @@ def decode_contiguous(
 FOLD_MERGE: bool | None = None
 FOLD_MAX_KV_BYTES = 256 * 2**20
 MERGE_BLOCK_S = 16  # splits per step of the merge's loops
+# 8-bit pools go to the Hopper kernel (paged_attention_hopper) where it fits; False keeps them on
+# the Triton kernel (benchmarks, tests)
+HOPPER_FP8 = True
 
 
 def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strides_v,
@@ -1058,8 +1062,8 @@ def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strid
         fold_merge, with_lse, capturing, *_settings())
     plan = planned(_DECODE_PLANS, key)
     if plan is None:  # the whole path: the split, then the launches' arguments
-        split = _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len,
-                              num_splits, window, fold_merge, capturing)
+        split = _split_decode(q, k, v, block_tables, n_k, block_size, n_kv_heads,
+                              max_context_len, num_splits, window, fold_merge, capturing, scales)
         num_splits, fold, space = split[:3]
     else:
         num_splits, fold, space, run, merge = plan
@@ -1111,31 +1115,41 @@ def _settings() -> tuple:
     of its key, so that a change takes effect at the next call."""
     return (decode_config, DECODE_TILE_BYTES, FP8_DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS,
             FOLD_MERGE, FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS,
-            MERGE_BLOCK_S, LONGEST_FIRST_BATCH, num_sms, INTERPRET)
+            MERGE_BLOCK_S, LONGEST_FIRST_BATCH, num_sms, INTERPRET, HOPPER_FP8,
+            paged_attention_hopper.fits, paged_attention_hopper.hopper_splits)
 
 
-def _split_decode(q, k, block_tables, n_k, block_size, n_kv_heads, max_context_len, num_splits,
-                  window, fold_merge, capturing) -> tuple:
+def _split_decode(q, k, v, block_tables, n_k, block_size, n_kv_heads, max_context_len,
+                  num_splits, window, fold_merge, capturing, scales) -> tuple:
     """How a decode call is cut: (splits, fold, the workspace's sizes for _workspace, the tile
-    config, the window as the kernel takes it, BLOCK_G, chunks, keys per split)."""
+    config, the window as the kernel takes it, BLOCK_G, chunks, keys per split, whether the
+    Hopper kernel runs it; the tile config None then)."""
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     elem = k.element_size()
-    block_g, chunks = group_rows(hq // n_kv_heads)
-    cfg = decode_config(max(16, next_power_of_2(d)), elem, block_g)  # the pools' bytes, not q's
+    hopper = HOPPER_FP8 and scales is not None and paged_attention_hopper.fits(q, k, v, *scales)
+    if hopper:  # one chunk of 16 rows, 64-key iterations (paged_attention_hopper)
+        cfg, chunks = None, 1
+        block_g, step = paged_attention_hopper.BLOCK_G, paged_attention_hopper.ITERATION
+    else:
+        block_g, chunks = group_rows(hq // n_kv_heads)
+        cfg = decode_config(max(16, next_power_of_2(d)), elem, block_g)  # the pools' bytes
+        step = cfg.block_n
     if window is not None:  # a window past the longest possible context changes nothing
         window = min(window, block_tables.shape[1] * block_size if paged else max(n_k, 1))
-    keys = max_context_len if window is None else min(max_context_len, window + cfg.block_n - 1)
+    keys = max_context_len if window is None else min(max_context_len, window + step - 1)
     fold = FOLD_MERGE if fold_merge is None else fold_merge
     if fold is None:  # K and V's bytes bound the call's GPU time: fold while it is short
         fold = 2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES and not capturing
-    if num_splits is None:
-        num_splits = choose_num_splits(b, n_kv_heads, keys, cfg.block_n, num_sms(q.device),
-                                       chunks)
-    split_len = cdiv(cdiv(max(keys, 1), num_splits), cfg.block_n) * cfg.block_n
-    fold = fold and num_splits > 1  # one split writes (O, lse) itself: nothing to merge
+    if num_splits is None and hopper:
+        num_splits = paged_attention_hopper.hopper_splits(b, n_kv_heads, keys, num_sms(q.device))
+    elif num_splits is None:
+        num_splits = choose_num_splits(b, n_kv_heads, keys, step, num_sms(q.device), chunks)
+    split_len = cdiv(cdiv(max(keys, 1), num_splits), step) * step
+    # one split writes (O, lse) itself: nothing to merge; the Hopper kernel never folds
+    fold = fold and num_splits > 1 and not hopper
     space = (b, hq, num_splits, d, b * n_kv_heads * chunks, fold)
-    return num_splits, fold, space, cfg, window, block_g, chunks, split_len
+    return num_splits, fold, space, cfg, window, block_g, chunks, split_len, hopper
 
 
 def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v, block_size,
@@ -1143,7 +1157,7 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
                      lse_dst, counts) -> list[tuple]:
     """The decode kernel's launch and, split and not folded, the merge's: (kernel, grid, args,
     meta) each, for `launch` or kernels.Prepared."""
-    num_splits, fold, _, cfg, window, block_g, chunks, split_len = split
+    num_splits, fold, _, cfg, window, block_g, chunks, split_len, hopper = split
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
@@ -1170,23 +1184,30 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
     # first, sorting a power of two of entries (few batch sizes compile a kernel of their own)
     longest_first = (next_power_of_2(b) if paged and num_splits > 1
                      and LONGEST_FIRST_BATCH[0] <= b <= LONGEST_FIRST_BATCH[1] else 0)
-    # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a tensor
-    # costs a driver call to check it (cuPointerGetAttribute), so unused pointers are None.
-    launches = [(
-        _paged_decode_fwd, (b * n_kv_heads * chunks, num_splits),
-        (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
-         tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
-         sq[0], sq[1], sq[-1], *strides_k, *strides_v, *tables,
-         error_flags.stride(0) if error_flags is not None else 0,
-         *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
-         *fold_args),
-        dict(D=d, HEAD_DIM=head_dim, BLOCK_G=block_g, BLOCK_N=cfg.block_n,
-             BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
-             HAS_ERR=error_flags is not None,
-             DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
-             FP8=scales is not None, FOLD=fold, BLOCK_S=MERGE_BLOCK_S,
-             STORE_LSE=with_lse or num_splits > 1, LSE=with_lse, LONGEST_FIRST=longest_first,
-             num_warps=cfg.num_warps, num_stages=cfg.num_stages))]
+    if hopper:  # 8-bit pools on a Hopper GPU, as paged_attention_hopper.fits admits
+        launches = [paged_attention_hopper.launch_args(
+            q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags, *scales,
+            qk_scale=tau * LOG2E, window=window, split_len=split_len, num_splits=num_splits,
+            capacity=capacity, strides_o=so, strides_lse=sl,
+            store_lse=with_lse or num_splits > 1, flags=(ERR_BAD_ENTRY, ERR_BAD_LENGTH))]
+    else:
+        # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a
+        # tensor costs a driver call to check it (cuPointerGetAttribute): unused pointers are None.
+        launches = [(
+            _paged_decode_fwd, (b * n_kv_heads * chunks, num_splits),
+            (q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
+             tau * LOG2E, n_k, window or 0, split_len, n_kv_heads, group, num_blocks, capacity,
+             sq[0], sq[1], sq[-1], *strides_k, *strides_v, *tables,
+             error_flags.stride(0) if error_flags is not None else 0,
+             *so, *sl, *_scale_args(scales, None),  # the decode kernel reads them under FP8 only
+             *fold_args),
+            dict(D=d, HEAD_DIM=head_dim, BLOCK_G=block_g, BLOCK_N=cfg.block_n,
+                 BLOCK_SIZE=block_size, PAGED=paged, WINDOWED=window is not None,
+                 HAS_ERR=error_flags is not None,
+                 DOT_PRECISION="ieee" if q.dtype == torch.float32 else "tf32",
+                 FP8=scales is not None, FOLD=fold, BLOCK_S=MERGE_BLOCK_S,
+                 STORE_LSE=with_lse or num_splits > 1, LSE=with_lse,
+                 LONGEST_FIRST=longest_first, num_warps=cfg.num_warps, num_stages=cfg.num_stages))]
     if num_splits > 1 and not fold:
         launches.append((
             _merge_splits, (b * hq,),
