@@ -1,6 +1,8 @@
 """Issue 27 study, the step after scratch/gluon_decode.py: its Gluon loop under the fast path's
 contract of `paged_decode` (as scratch/tma_paged.py did for the Triton loop), so that its cost can
-be timed before the kernel moves into Lab 03 part 2. Not shipped; nothing imports it. On the H200
+be timed before the kernel moves into Lab 03 part 2. It shipped as
+src/minimodel/paged_attention_hopper.py
+(Lab 03 part 2, "A kernel for Hopper"); this probe stays as the code that was timed. On the H200
 (data/gluon-paged-h200.json, f46e7c5): 14 cases agree with paged_decode; at bench.fp8_decode's
 shape one split at 3 stages takes 152.2 us (88% of copy, 1.75x the 16-bit step).
 data/gluon-paged-sweep-h200.json (a7cec4e): batches 8-256, 1k-32k keys, 1-8 splits.
