@@ -764,14 +764,17 @@ HOPPER_LENS = [0, 1, 15, 16, 17, 63, 64, 65, 128, 200]  # block and iteration ed
 @pytest.mark.parametrize("window", [None, 1, 5, 40])
 @pytest.mark.parametrize("num_splits", [None, 1, 2, 3])
 def test_gpu_hopper_fp8_decode_computes_what_the_cache_stands_for(d, window, num_splits):
-    """The Hopper kernel on ragged lengths (and blocks freed behind a window), NaN in every slot
-    no sequence owns and around the index tensors, held to statement 1's tolerance."""
+    """The Hopper kernel on ragged lengths (and blocks freed behind a window: their -1 entries
+    never read, so nothing flagged), NaN in every slot no sequence owns and around the index
+    tensors, held to statement 1's tolerance."""
     lens = HOPPER_LENS
     first_kept = None if window is None else [max(0, n - window) for n in lens]
     cache = make_fp8_cache(lens, 2, d, 16, device="cuda", first_kept=first_kept)
     q = make_q(len(lens), 8, d, dtype=torch.float16, device="cuda")
+    flags = torch.zeros(len(lens), dtype=torch.int32, device="cuda")
     out, lse = hopper_decode(q, cache, window=window, num_splits=num_splits,
-                             max_context_len=max(lens))
+                             max_context_len=max(lens), error_flags=flags)
+    assert not flags.any()
     for seq, n in enumerate(lens):
         if n == 0:
             assert (out[seq] == 0).all() and (lse[seq] == float("-inf")).all()
