@@ -1640,27 +1640,29 @@ def test_fp8_decode_measured_stated():
     assert "the Hopper kernel" in impls["fp8_paged"]["form"]  # the H200 took the Hopper kernel
     assert share["fp8_paged"] >= 0.8 and speed["fp8_paged"] >= 1.6  # "passes both bars"
     assert share["fp8_triton"] < 0.8 and speed["fp8_triton"] < 1.6
-    stated(LAB03B, f"The 8-bit cache passes both bars in this run (commit {env['commit']}): the "
-                   f"Hopper kernel reads its bytes at {share['fp8_paged']:.0%} of the copy rate and "
-                   f"serves {speed['fp8_paged']:.2f} times the 16-bit cache's tokens per second")
-    stated(LAB03B, f"The 16-bit kernel reads the same shape at {share['fp16_paged']:.0%} of the copy "
-                   "rate")
-    stated(LAB03B, f"reads the 8-bit cache at {share['fp8_triton']:.0%} of the copy rate and serves "
-                   f"{speed['fp8_triton']:.2f} times the 16-bit cache's tokens")
+    stated(LAB03B, f"The 8-bit cache passes both bars in this run (commit {env['commit']}): "
+                   f"the Hopper kernel reads its bytes at {share['fp8_paged']:.0%} of the copy "
+                   f"rate and serves {speed['fp8_paged']:.2f} times the 16-bit cache's tokens "
+                   "per second")
+    stated(LAB03B, "The 16-bit kernel reads the same shape at "
+                   f"{share['fp16_paged']:.0%} of the copy rate")
+    stated(LAB03B, f"reads the 8-bit cache at {share['fp8_triton']:.0%} of the copy rate and "
+                   f"serves {speed['fp8_triton']:.2f} times the 16-bit cache's tokens")
     old, old_share, old_speed, old_env = fp8_run(FP8_TRITON)
     assert old_share["fp8_paged"] < 0.8 and 1 < old_speed["fp8_paged"] < 1.1
     assert old_speed["fp8_paged_before"] < 1
     before = "the same, the tile shipped before: 128 keys (16 KiB of K), 4 warps, 3 stages"
     assert old["fp8_paged_before"]["form"] == before
     stated(LAB03B, f"commit {old_env['commit']}) had the Triton kernel at "
-                   f"{old_share['fp8_paged']:.0%} of the copy rate and {old_speed['fp8_paged']:.2f} "
-                   f"times, and, with the tile it shipped with before the warp rule below (128 "
-                   f"keys, four warps), at {old_share['fp8_paged_before']:.0%} and "
+                   f"{old_share['fp8_paged']:.0%} of the copy rate and "
+                   f"{old_speed['fp8_paged']:.2f} times, and, with the tile it shipped with "
+                   f"before the warp rule below (128 keys, four warps), at "
+                   f"{old_share['fp8_paged_before']:.0%} and "
                    f"{old_speed['fp8_paged_before']:.2f} times")
     # the roofline figure: both measured points close under the roof
     assert 0.85 < share["fp16_paged"] <= 1 and 0.85 < share["fp8_paged"] <= 1
-    stated(LAB03B, "adds its measured points, both close under the roof: the 8-bit one read by the "
-                   "Hopper kernel")
+    stated(LAB03B, "adds its measured points, both close under the roof: the 8-bit one read by "
+                   "the Hopper kernel")
     stated("index.md", f"in the latest run (commit {env['commit']}) the Hopper kernel reads it at "
                        f"{share['fp8_paged']:.0%} of the copy rate and serves "
                        f"{speed['fp8_paged']:.2f} times the 16-bit cache's tokens")
@@ -1669,7 +1671,8 @@ def test_fp8_decode_measured_stated():
 def test_hopper_split_rule_checked_stated():
     """Lab 03 part 2: the Hopper kernel's split rule against forced split counts, end to end."""
     data = json.loads((ROOT / "data" / "hopper-splits-h200.json").read_text())
-    assert data["environment"]["commit"] == json.loads(FP8_DATA.read_text())["environment"]["commit"]
+    fp8_commit = json.loads(FP8_DATA.read_text())["environment"]["commit"]
+    assert data["environment"]["commit"] == fp8_commit
     near, speedups = 0, []
     for case in data["cases"]:
         us = {r["impl"]: r["graph_ms"] * 1e3 for r in case["records"]}
@@ -2286,8 +2289,8 @@ def test_gluon_paged_timed_stated():
     assert share >= 0.8 and speed >= 1.6  # past both bars, as the page says
     stated(LAB03B, f"one split at 3 stages took {us[fastest]:.1f} µs a step: {share:.0%} of that "
                    f"run's copy rate and {speed:.2f} times the 16-bit step's tokens "
-                   f"({us['shipped_fp16']:.1f} µs); at the two splits the Triton kernel's rule picks, "
-                   f"{us['gluon_paged_fp8_splitauto_s3']:.1f} µs")
+                   f"({us['shipped_fp16']:.1f} µs); at the two splits the Triton kernel's rule "
+                   f"picks, {us['gluon_paged_fp8_splitauto_s3']:.1f} µs")
     sweep = json.loads((ROOT / "data" / "gluon-paged-sweep-h200.json").read_text())
     assert sweep["environment"]["commit"] == "a7cec4e"
     speeds, best = [], {}

@@ -760,17 +760,18 @@ HOPPER_LENS = [0, 1, 15, 16, 17, 63, 64, 65, 128, 200]  # block and iteration ed
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize("window", [None, 1, 5, 40])
 @pytest.mark.parametrize("num_splits", [None, 1, 2, 3])
-def test_gpu_hopper_fp8_decode_computes_what_the_cache_stands_for(d, window, num_splits):
+def test_gpu_hopper_fp8_decode_computes_what_the_cache_stands_for(d, window, num_splits, dtype):
     """The Hopper kernel on ragged lengths (and blocks freed behind a window: their -1 entries
     never read, so nothing flagged), NaN in every slot no sequence owns and around the index
     tensors, held to statement 1's tolerance."""
     lens = HOPPER_LENS
     first_kept = None if window is None else [max(0, n - window) for n in lens]
     cache = make_fp8_cache(lens, 2, d, 16, device="cuda", first_kept=first_kept)
-    q = make_q(len(lens), 8, d, dtype=torch.float16, device="cuda")
+    q = make_q(len(lens), 8, d, dtype=dtype, device="cuda")
     flags = torch.zeros(len(lens), dtype=torch.int32, device="cuda")
     out, lse = hopper_decode(q, cache, window=window, num_splits=num_splits,
                              max_context_len=max(lens), error_flags=flags)
@@ -787,15 +788,17 @@ def test_gpu_hopper_fp8_decode_computes_what_the_cache_stands_for(d, window, num
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits", [1, 2])
 def test_gpu_hopper_fp8_decode_flags_bad_entries_and_lengths(num_splits, monkeypatch):
-    """Entries -1 and num_blocks (never followed), a length past the row (cut to it, where it
-    meets the row's -1 entries): flagged as the Triton kernel flags them, in their sequences
-    only; every other sequence's output as on the good table."""
+    """Entries -1 and num_blocks (never followed), a length past its row (cut to the row: the
+    entry outside the pool past it never read): flagged as the Triton kernel flags them, in their
+    sequences only; every other sequence's output as on the good table."""
     lens = HOPPER_LENS
     cache = make_fp8_cache(lens, 2, 64, 16, device="cuda")
     q = make_q(len(lens), 8, 64, dtype=torch.float16, device="cuda")
     table, lens_t = cache.table.clone(), cache.lens.clone()
     table[4, 1], table[8, 0] = -1, cache.k_pool.shape[0]
+    table[6] = table[6, 0]  # every entry of row 6 in the pool, and its length past the row
     lens_t[6] = table.shape[1] * 16 + 5
+    table = fenced(table, cache.k_pool.shape[0] + 7)  # past each row: an entry outside the pool
     kw = {"max_context_len": max(lens), "num_splits": num_splits, **cache.scales()}
     flags = [torch.zeros(len(lens), dtype=torch.int32, device="cuda") for _ in range(2)]
     with (mock.patch.dict(pa._DECODE_PLANS, clear=True),
@@ -808,11 +811,24 @@ def test_gpu_hopper_fp8_decode_flags_bad_entries_and_lengths(num_splits, monkeyp
     monkeypatch.setattr(pa, "HOPPER_FP8", False)
     paged_decode(q, cache.k_pool, cache.v_pool, table, lens_t, error_flags=flags[1], **kw)
     entry, length = pa.ERR_BAD_ENTRY, pa.ERR_BAD_LENGTH
-    assert flags[0].tolist() == flags[1].tolist() == [0, 0, 0, 0, entry, 0, length | entry, 0,
-                                                      entry, 0]
+    assert flags[0].tolist() == flags[1].tolist() == [0, 0, 0, 0, entry, 0, length, 0, entry, 0]
     keep = [r for r in range(len(lens)) if r not in (4, 6, 8)]
     torch.testing.assert_close(got[keep], want[keep])
     assert got[[4, 8]].isfinite().all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("size", [2.0**-20, 1.0, 2.0**20])
+def test_gpu_hopper_bfloat16_queries_of_any_size(size):
+    """A bfloat16 q far outside float16's range either way, brought into it by its power of two:
+    statement 1's tolerance still holds."""
+    lens = [1, 300, 4097]
+    cache = make_fp8_cache(lens, 8, 128, 16, device="cuda")
+    q = (make_q(3, 32, 128, device="cuda") * size).bfloat16()
+    out, lse = hopper_decode(q, cache, max_context_len=4097)
+    for seq, n in enumerate(lens):
+        check_fp8_rows(out[seq, :, None], lse[seq, :, None], q[seq : seq + 1, :, None],
+                       cache.k_hat[seq : seq + 1, :, :n], cache.v_hat[seq : seq + 1, :, :n])
 
 
 @pytest.mark.gpu
@@ -840,8 +856,8 @@ def test_gpu_hopper_kernel_takes_only_what_fits():
     cache = make_fp8_cache([64], 8, 128, 16, device="cuda")
     q = make_q(1, 32, 128, dtype=torch.float16, device="cuda")
     pools, scales = (cache.k_pool, cache.v_pool), (cache.k_scale, cache.v_scale)
-    assert fits(q, *pools, *scales)
-    assert not fits(q.bfloat16(), *pools, *scales)
+    assert fits(q, *pools, *scales) and fits(q.bfloat16(), *pools, *scales)
+    assert not fits(q.float(), *pools, *scales)
     assert not fits(make_q(1, 8 * 17, 128, dtype=torch.float16, device="cuda"), *pools, *scales)
     slot_major = cache.k_scale.contiguous()  # (num_blocks, block_size, Hkv) slot-major
     assert not fits(q, *pools, slot_major, cache.v_scale)

@@ -167,7 +167,7 @@ def _paged_decode_fp8_hopper(
     stride_qb, stride_qh, stride_qd, stride_tb, stride_tc, stride_len, stride_err,
     stride_ob, stride_oh, stride_os, stride_od, stride_lb, stride_lh, stride_ls,
     D: gl.constexpr, BS: gl.constexpr, BLOCK_G: gl.constexpr, STAGES: gl.constexpr,
-    WINDOWED: gl.constexpr, HAS_ERR: gl.constexpr, STORE_LSE: gl.constexpr,
+    WINDOWED: gl.constexpr, HAS_ERR: gl.constexpr, STORE_LSE: gl.constexpr, Q_BF16: gl.constexpr,
     BAD_ENTRY: gl.constexpr, BAD_LENGTH: gl.constexpr,
 ):
     """Program (sequence b and kv head h, split): the group's query heads of b against the keys
@@ -204,6 +204,12 @@ def _paged_decode_fp8_hopper(
     heads = h.to(gl.int64) * group + offs_g
     q = gl.load(q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + cols_q[None, :] * stride_qd,
                 mask=(offs_g < group)[:, None], other=0.0)
+    if Q_BF16:  # both products run in float16: q brought into its range by a power of two c
+        q32 = q.to(gl.float32)
+        top = gl.max(gl.max(gl.abs(q32), 1), 0)
+        log2_c = gl.where(top > 0.0, 14.0 - gl.ceil(gl.log2(top)), 0.0)  # |q| c <= 2^14
+        q = (q32 * gl.exp2(log2_c)).to(gl.float16)
+        qk_scale = qk_scale * gl.exp2(-log2_c)
     q_a = gl.convert_layout(q, A_QK)
 
     k_smem = gl.allocate_shared_memory(gl.float8e4nv, [STAGES * 4, BS, D], k_desc.layout)
@@ -293,7 +299,7 @@ def fits(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor, k_scale: t
         return False
     num_blocks, bs, hkv, d = k_pool.shape
     head_major = (hkv * bs, 1, bs) if hkv > 1 else (bs, 1)
-    return (q.dtype == torch.float16 and d in HEAD_DIMS and bs == BLOCK_SIZE
+    return (q.dtype in (torch.float16, torch.bfloat16) and d in HEAD_DIMS and bs == BLOCK_SIZE
             and q.shape[1] // hkv <= BLOCK_G
             and k_pool.is_contiguous() and v_pool.is_contiguous()
             and all(s.stride()[:len(head_major)] == head_major for s in (k_scale, v_scale))
@@ -347,7 +353,8 @@ def launch_args(q, k_pool, v_pool, block_tables, context_lens, o_dst, lse_dst, e
             error_flags.stride(0) if error_flags is not None else 0,
             *strides_o, *strides_lse)
     meta = dict(D=d, BS=bs, BLOCK_G=BLOCK_G, STAGES=STAGES, WINDOWED=window is not None,
-                HAS_ERR=error_flags is not None, STORE_LSE=store_lse, BAD_ENTRY=flags[0],
+                HAS_ERR=error_flags is not None, STORE_LSE=store_lse,
+                Q_BF16=q.dtype == torch.bfloat16, BAD_ENTRY=flags[0],
                 BAD_LENGTH=flags[1], num_warps=1)
     return _paged_decode_fp8_hopper, (b * hkv, num_splits), args, meta
 # ~/~ end
