@@ -1692,6 +1692,35 @@ def test_hopper_split_rule_checked_stated():
                    "tokens on\nthe same 8-bit cache")
 
 
+def test_hopper_bfloat16_query_timed_stated():
+    """Lab 03 part 2: a bfloat16 q on the Hopper kernel costs about what a float16 q does, and is
+    twice as fast as on the Triton kernel."""
+    data = json.loads((ROOT / "data" / "hopper-bf16-h200.json").read_text())
+    us = {r["impl"]: r["graph_ms"] * 1e3 for r in data["records"]}
+    diff = {r["impl"]: r["max_diff_vs_hopper_fp16q"] for r in data["records"]}
+    assert diff["hopper_bf16q"] < 2e-3 and diff["triton_bf16q"] < 2e-3  # checked beside it
+    assert us["hopper_bf16q"] < 1.05 * us["hopper_fp16q"]
+    assert us["triton_bf16q"] > us["hopper_bf16q"]
+    commit = data["environment"]["commit"]
+    stated(LAB03B, f"(`scratch/hopper_splits_check.py --bf16`,\n`data/hopper-bf16-h200.json`, "
+                   f"commit {commit}; the bars' shape, graph replays in turns) the Hopper\nkernel "
+                   f"took {us['hopper_bf16q']:.1f} µs a step, against {us['hopper_fp16q']:.1f} µs "
+                   f"with the same q in float16 and {us['triton_bf16q']:.1f} µs on the Triton\n"
+                   f"kernel: {us['bf16_paged'] / us['hopper_bf16q']:.2f} times the tokens of the "
+                   f"16-bit step on bfloat16 pools ({us['bf16_paged']:.1f} µs)")
+
+
+def test_hopper_mutants_caught_stated():
+    """Lab 03 part 2: every mutant of the Hopper kernel, run on the H200, failed a test."""
+    data = json.loads((ROOT / "data" / "mutants-fp8-hopper-h200.json").read_text())
+    listed = {m["name"] for m in json.loads((ROOT / "scripts" / "mutants.json").read_text())[
+        "mutants"] if m["name"].startswith("paged-fp8-hopper-")}
+    assert {r["name"] for r in data["mutants"]} == listed and len(listed) == 8
+    assert all(r["result"] == "caught" for r in data["mutants"])
+    stated(LAB03B, f"Each fails a GPU test (`data/mutants-fp8-hopper-h200.json`,\ncommit "
+                   f"{data['commit']})")
+
+
 def test_fp8_decode_against_the_run_before_stated():
     """Lab 03 part 2: the 8-bit cache was faster than the 16-bit one on the kernel that loaded a
     table entry per key; the per-block table read sped up the 16-bit step and the 64-key 8-bit
