@@ -7,6 +7,10 @@ shipped merge kernel. Gluon runs only on a GPU.
 
     env -u TRITON_INTERPRET PYTHONPATH=src:scratch:. .venv/bin/python scratch/gluon_mqa.py --compile
     PYTHONPATH=src:scratch:. python scratch/gluon_mqa.py --time --out $OUT/gluon-mqa-h200.json
+
+--chunks 2 puts a group's 32 heads in two one-warp programs of 16 rows, adjacent in the grid:
+cuDNN's MQA decode runs a grid of (1, 2, 64), two programs a sequence of 16 rows each
+(data/ncu-mqa-h200.txt), though with four warps a program.
 """
 
 import argparse
@@ -41,7 +45,8 @@ def _issue(k_desc, v_desc, k_smem, v_smem, bar, slot, row, it, h, pred, D: gl.co
 
 @gluon.jit
 def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads, group, iters,
-               stride_tb, qk_scale, D: gl.constexpr, BS: gl.constexpr, BLOCK_G: gl.constexpr,
+               stride_tb, qk_scale, chunks, D: gl.constexpr, BS: gl.constexpr,
+               BLOCK_G: gl.constexpr,
                STAGES: gl.constexpr, NB: gl.constexpr, WARPS: gl.constexpr):
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS, 1],
                                                   instr_shape=[16, 8])
@@ -50,11 +55,14 @@ def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads, gro
     Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
     ROW_S: gl.constexpr = gl.SliceLayout(1, MMA)
 
-    bh = gl.program_id(0)
+    # a group's heads in `chunks` programs of BLOCK_G rows, next to each other in the grid (so
+    # that a kv head's tiles, read by each, come from L2 after the first)
+    bh = gl.program_id(0) // chunks
+    chunk = gl.program_id(0) % chunks
     split = gl.program_id(1)
     b = bh // n_kv_heads
     h = bh % n_kv_heads
-    offs_g = gl.arange(0, BLOCK_G, layout=gl.SliceLayout(1, Q_L))
+    offs_g = gl.arange(0, BLOCK_G, layout=gl.SliceLayout(1, Q_L)) + chunk * BLOCK_G
     cols_q = gl.arange(0, D, layout=gl.SliceLayout(0, Q_L))
     q_rows = b.to(gl.int64) * n_kv_heads * group + h * group + offs_g
     q = gl.load(q_ptr + q_rows[:, None] * D + cols_q[None, :], mask=(offs_g < group)[:, None],
@@ -96,7 +104,7 @@ def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads, gro
 
     out = acc / l_i[:, None]
     n_splits = gl.num_programs(1)
-    offs_o = gl.arange(0, BLOCK_G, layout=ROW_S)
+    offs_o = gl.arange(0, BLOCK_G, layout=ROW_S) + chunk * BLOCK_G
     cols_o = gl.arange(0, D, layout=gl.SliceLayout(0, MMA))
     o_rows = (b.to(gl.int64) * n_kv_heads * group + h * group + offs_o) * n_splits + split
     ok = offs_o < group
@@ -114,25 +122,26 @@ def descriptor(pool: torch.Tensor):
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), box, layout)
 
 
-def launch_args(q, k_pool, v_pool, table, splits, stages, nb):
+def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1):
     b, hq, d = q.shape
     hkv, bs = k_pool.shape[2], k_pool.shape[1]
     group = hq // hkv
     blocks = table.shape[1]
     assert k_pool.dtype == q.dtype == torch.float16 and blocks % (nb * splits) == 0
-    block_g = max(16, triton.next_power_of_2(group))
+    block_g = max(16, triton.next_power_of_2(group) // chunks)
+    assert block_g * chunks >= group
     dt = q.dtype if splits == 1 else torch.float32
     o = torch.empty(b * hq * splits, d, device=q.device, dtype=dt)
     lse = torch.empty(b * hq * splits, device=q.device, dtype=torch.float32)
     args = (q, descriptor(k_pool), descriptor(v_pool), table, o, lse, hkv, group,
-            blocks // (nb * splits), table.stride(0), d**-0.5 * LOG2E)
+            blocks // (nb * splits), table.stride(0), d**-0.5 * LOG2E, chunks)
     meta = dict(D=d, BS=bs, BLOCK_G=block_g, STAGES=stages, NB=nb, WARPS=block_g // 16,
                 num_warps=block_g // 16)
-    return (b * hkv, splits), args, meta, o, lse
+    return (b * hkv * chunks, splits), args, meta, o, lse
 
 
-def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4):
-    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, splits, stages, nb)
+def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4, chunks=1):
+    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks)
     _gluon_mqa[grid](*args, **meta)
     b, hq, d = q.shape
     if splits == 1:
@@ -152,16 +161,19 @@ def compile_report():
     q = torch.zeros(B, HQ, D, dtype=torch.float16)
     pools = [torch.zeros(64, BS, HKV, D, dtype=torch.float16) for _ in "kv"]
     table = torch.zeros(B, N // BS, dtype=torch.int32)
-    for stages, nb in ((2, 4), (3, 4), (2, 2), (4, 2)):
-        grid, args, meta, _, _ = launch_args(q, *pools, table, 2, stages, nb)
+    for chunks, stages, nb in ((1, 2, 4), (1, 3, 4), (1, 2, 2), (1, 4, 2), (2, 3, 2), (2, 4, 2),
+                               (2, 3, 4)):
+        grid, args, meta, _, _ = launch_args(q, *pools, table, 2, stages, nb, chunks)
         compiled = compile_gluon(_gluon_mqa, args, meta)
         text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
         loop = fs.main_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
-        print(f"stages={stages} nb={nb}: {text}; shared {compiled.metadata.shared} B; main loop "
-              f"{len(loop)} warp instructions an iteration of {nb * BS} keys")
+        print(f"chunks={chunks} stages={stages} nb={nb}: {text}; shared "
+              f"{compiled.metadata.shared} B; main loop {len(loop)} warp instructions an "
+              f"iteration of {nb * BS} keys")
 
 
-def time_it(out_path, splits=(1, 2, 4)):
+def time_it(out_path, splits=(1, 2, 4), chunks=(1,),
+            configs=((2, 4), (3, 4), (3, 2), (4, 2))):
     from bench import core
     from minimodel.paged_attention import paged_decode
 
@@ -171,10 +183,12 @@ def time_it(out_path, splits=(1, 2, 4)):
         "mqa_shipped": lambda: paged_decode(q, k_pool, v_pool, table, lens_t, max_context_len=N),
         "mqa_sdpa_cudnn": lambda: core.sdpa_cudnn(q[:, :, None], k, v)[:, :, 0],
     }
-    for sp in splits:
-        for st, nb in ((2, 4), (3, 4), (3, 2), (4, 2)):
-            fns[f"gluon_split{sp}_s{st}_nb{nb}"] = (
-                lambda sp=sp, st=st, nb=nb: gluon_mqa(q, k_pool, v_pool, table, sp, st, nb))
+    for ch in chunks:  # a group's heads over `ch` programs (one warp each at ch = 2)
+        for sp in splits:
+            for st, nb in configs:
+                name = f"gluon_split{sp}_s{st}_nb{nb}" + (f"_c{ch}" if ch > 1 else "")
+                fns[name] = (lambda sp=sp, st=st, nb=nb, ch=ch:
+                             gluon_mqa(q, k_pool, v_pool, table, sp, st, nb, ch))
     base = fns["mqa_shipped"]()
     records = {}
     for name, fn in fns.items():
@@ -199,8 +213,12 @@ if __name__ == "__main__":
     ap.add_argument("--time", action="store_true")
     ap.add_argument("--out", default="gluon-mqa.json")
     ap.add_argument("--splits", default="1,2,4")
+    ap.add_argument("--chunks", default="1")
+    ap.add_argument("--configs", default="2x4,3x4,3x2,4x2", help="stages x blocks an iteration")
     a = ap.parse_args()
     if a.compile:
         compile_report()
     if a.time:
-        time_it(a.out, tuple(int(x) for x in a.splits.split(",")))
+        splits, chunks = (tuple(int(x) for x in t.split(",")) for t in (a.splits, a.chunks))
+        configs = tuple(tuple(int(x) for x in c.split("x")) for c in a.configs.split(","))
+        time_it(a.out, splits, chunks, configs)
