@@ -2355,6 +2355,19 @@ def test_gluon_mqa_probe_stated():
     more = [t for k, t in us2.items() if k.startswith(("gluon_split8", "gluon_split16"))]
     assert min(more) > us2["gluon_split4_s3_nb2"]
     stated(LAB03B, f"Eight and sixteen splits were slower ({min(more):.1f} to {max(more):.1f} µs")
+    # cuDNN's cut (two programs of 16 rows a sequence) in the Gluon loop: no closer
+    assert "(1, 2, 64)x(128, 1, 1)" in (ROOT / "data" / "ncu-mqa-h200.txt").read_text()
+    us3, data3 = probe_us("gluon-mqa3-h200.json")
+    assert data3["environment"]["commit"] == "c463726"
+    two = {k: t for k, t in us3.items() if k.endswith("_c2")}
+    one = {k: t for k, t in us3.items() if k.startswith("gluon") and k not in two}
+    best2, best1 = min(two, key=two.get), min(one, key=one.get)
+    assert best2 == "gluon_split4_s3_nb2_c2" and two[best2] >= one[best1] > us3["mqa_sdpa_cudnn"]
+    stated(LAB03B, f"took {two[best2]:.1f} µs at its best (4 splits,\n3 stages), against "
+                   f"{one[best1]:.1f} µs for the 32-row tile in the same run and cuDNN's "
+                   f"{us3['mqa_sdpa_cudnn']:.1f}: no closer")
+    stated(LAB03B, f"one warp a program streams its sequence too slowly "
+                   f"({us3['gluon_split1_s3_nb2_c2']:.1f} µs)")
 
 
 def test_fold_merge_trade_stated():
