@@ -47,12 +47,16 @@ def _issue(k_desc, v_desc, k_smem, v_smem, bar, slot, row, it, h, pred, D: gl.co
 def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads, group, iters,
                stride_tb, qk_scale, chunks, D: gl.constexpr, BS: gl.constexpr,
                BLOCK_G: gl.constexpr,
-               STAGES: gl.constexpr, NB: gl.constexpr, WARPS: gl.constexpr):
-    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[WARPS, 1],
+               STAGES: gl.constexpr, NB: gl.constexpr, WARPS: gl.constexpr,
+               WARP_COLS: gl.constexpr):
+    # WARP_COLS warps side by side on the columns (S's keys, O's d), as cuDNN's 1x4x1 tile has
+    # them; WARPS warps on the rows otherwise
+    MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0],
+                                                  warps_per_cta=[WARPS, WARP_COLS],
                                                   instr_shape=[16, 8])
     A_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=MMA, k_width=2)
     B_OP: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=MMA, k_width=2)
-    Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, 1], [1, 0])
+    Q_L: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [WARPS, WARP_COLS], [1, 0])
     ROW_S: gl.constexpr = gl.SliceLayout(1, MMA)
 
     # a group's heads in `chunks` programs of BLOCK_G rows, next to each other in the grid (so
@@ -122,7 +126,7 @@ def descriptor(pool: torch.Tensor):
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), box, layout)
 
 
-def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1):
+def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1, warp_cols=1):
     b, hq, d = q.shape
     hkv, bs = k_pool.shape[2], k_pool.shape[1]
     group = hq // hkv
@@ -136,12 +140,13 @@ def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1):
     args = (q, descriptor(k_pool), descriptor(v_pool), table, o, lse, hkv, group,
             blocks // (nb * splits), table.stride(0), d**-0.5 * LOG2E, chunks)
     meta = dict(D=d, BS=bs, BLOCK_G=block_g, STAGES=stages, NB=nb, WARPS=block_g // 16,
-                num_warps=block_g // 16)
+                WARP_COLS=warp_cols, num_warps=block_g // 16 * warp_cols)
     return (b * hkv * chunks, splits), args, meta, o, lse
 
 
-def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4, chunks=1):
-    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks)
+def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4, chunks=1, warp_cols=1):
+    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks,
+                                           warp_cols)
     _gluon_mqa[grid](*args, **meta)
     b, hq, d = q.shape
     if splits == 1:
@@ -161,19 +166,19 @@ def compile_report():
     q = torch.zeros(B, HQ, D, dtype=torch.float16)
     pools = [torch.zeros(64, BS, HKV, D, dtype=torch.float16) for _ in "kv"]
     table = torch.zeros(B, N // BS, dtype=torch.int32)
-    for chunks, stages, nb in ((1, 2, 4), (1, 3, 4), (1, 2, 2), (1, 4, 2), (2, 3, 2), (2, 4, 2),
-                               (2, 3, 4)):
-        grid, args, meta, _, _ = launch_args(q, *pools, table, 2, stages, nb, chunks)
+    for chunks, stages, nb, cols in ((1, 3, 2, 1), (2, 3, 2, 1), (2, 2, 8, 4), (2, 3, 8, 4),
+                                     (2, 3, 4, 4), (2, 4, 4, 4)):
+        grid, args, meta, _, _ = launch_args(q, *pools, table, 2, stages, nb, chunks, cols)
         compiled = compile_gluon(_gluon_mqa, args, meta)
         text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
         loop = fs.main_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
-        print(f"chunks={chunks} stages={stages} nb={nb}: {text}; shared "
+        print(f"chunks={chunks} stages={stages} nb={nb} warp_cols={cols}: {text}; shared "
               f"{compiled.metadata.shared} B; main loop {len(loop)} warp instructions an "
               f"iteration of {nb * BS} keys")
 
 
 def time_it(out_path, splits=(1, 2, 4), chunks=(1,),
-            configs=((2, 4), (3, 4), (3, 2), (4, 2))):
+            configs=((2, 4), (3, 4), (3, 2), (4, 2)), warp_cols=1):
     from bench import core
     from minimodel.paged_attention import paged_decode
 
@@ -187,8 +192,9 @@ def time_it(out_path, splits=(1, 2, 4), chunks=(1,),
         for sp in splits:
             for st, nb in configs:
                 name = f"gluon_split{sp}_s{st}_nb{nb}" + (f"_c{ch}" if ch > 1 else "")
+                name += f"_w{warp_cols}" if warp_cols > 1 else ""
                 fns[name] = (lambda sp=sp, st=st, nb=nb, ch=ch:
-                             gluon_mqa(q, k_pool, v_pool, table, sp, st, nb, ch))
+                             gluon_mqa(q, k_pool, v_pool, table, sp, st, nb, ch, warp_cols))
     base = fns["mqa_shipped"]()
     records = {}
     for name, fn in fns.items():
@@ -215,10 +221,11 @@ if __name__ == "__main__":
     ap.add_argument("--splits", default="1,2,4")
     ap.add_argument("--chunks", default="1")
     ap.add_argument("--configs", default="2x4,3x4,3x2,4x2", help="stages x blocks an iteration")
+    ap.add_argument("--warp-cols", type=int, default=1, help="warps side by side on the columns")
     a = ap.parse_args()
     if a.compile:
         compile_report()
     if a.time:
         splits, chunks = (tuple(int(x) for x in t.split(",")) for t in (a.splits, a.chunks))
         configs = tuple(tuple(int(x) for x in c.split("x")) for c in a.configs.split(","))
-        time_it(a.out, splits, chunks, configs)
+        time_it(a.out, splits, chunks, configs, a.warp_cols)
