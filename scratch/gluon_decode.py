@@ -62,7 +62,8 @@ def _issue(k_desc, v_desc, ks_desc, vs_desc, k_smem, v_smem, ks_smem, vs_smem, b
     mbarrier.expect(bar, 2 * NB * (k_desc.block_type.nbytes + ks_desc.block_type.nbytes),
                     pred=pred)
     # in the order the timed kernel (data/gluon-decode3-h200.json) issued them: the scales,
-    # then K's four blocks, then V's (scratch/gluon_paged.py interleaves them per block)
+    # then K's four blocks, then V's (src/minimodel/paged_attention_hopper.py interleaves them
+    # per block)
     for j in gl.static_range(NB):
         e = e0 if j == 0 else e1 if j == 1 else e2 if j == 2 else e3
         tma.async_copy_global_to_shared(ks_desc, [e * n_kv_heads + h, 0], bar,

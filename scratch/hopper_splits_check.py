@@ -1,5 +1,5 @@
 """Issue 27: the shipped Hopper kernel's split rule (paged_attention_hopper.hopper_splits) checked
-end to end on the H200, at the shapes of scratch/gluon_paged.py's sweep (GQA 32/8, d = 128,
+end to end on the H200, at the shapes of data/gluon-paged-sweep-h200.json's sweep (GQA 32/8, d = 128,
 blocks of 16, q float16): paged_decode's fast path with the rule's split count against the same
 call forced to 1, 2, 4 and 8 splits, and the Triton kernel (HOPPER_FP8 off); CUDA-graph replays
 in turns, each output checked first against the rule's.

@@ -2306,9 +2306,9 @@ def test_gluon_probe_timed_stated():
 
 
 def test_gluon_paged_timed_stated():
-    """Lab 03 part 2: the Gluon loop under the fast path's contract (scratch/gluon_paged.py)
-    passes issue 27's bars at their shape with one split; over batches and lengths its best
-    split count and what it serves."""
+    """Lab 03 part 2: the Gluon loop under the fast path's contract (scratch/gluon_paged.py,
+    removed once shipped as the Hopper kernel) passes issue 27's bars at their shape with one
+    split; over batches and lengths its best split count and what it serves."""
     from minimodel.roofline import scaled_kv_cache_bytes
 
     us, data = probe_us("gluon-paged-h200.json")
