@@ -44,11 +44,11 @@ def _issue(k_desc, v_desc, k_smem, v_smem, bar, slot, row, it, h, pred, D: gl.co
 
 
 @gluon.jit
-def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads, group, iters,
-               stride_tb, qk_scale, chunks, D: gl.constexpr, BS: gl.constexpr,
+def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, count_ptr, out_ptr, n_kv_heads,
+               group, iters, stride_tb, qk_scale, chunks, D: gl.constexpr, BS: gl.constexpr,
                BLOCK_G: gl.constexpr,
                STAGES: gl.constexpr, NB: gl.constexpr, WARPS: gl.constexpr,
-               WARP_COLS: gl.constexpr):
+               WARP_COLS: gl.constexpr, FUSED: gl.constexpr):
     # WARP_COLS warps side by side on the columns (S's keys, O's d), as cuDNN's 1x4x1 tile has
     # them; WARPS warps on the rows otherwise
     MMA: gl.constexpr = gl.NVMMADistributedLayout(version=[2, 0],
@@ -115,6 +115,30 @@ def _gluon_mqa(q_ptr, k_desc, v_desc, table_ptr, o_ptr, lse_ptr, n_kv_heads, gro
     gl.store(o_ptr + o_rows[:, None] * D + cols_o[None, :], out.to(o_ptr.dtype.element_ty),
              mask=ok[:, None])
     gl.store(lse_ptr + o_rows, (m_i + gl.log2(l_i)) * LN2, mask=ok)
+    if FUSED:  # the last of a (sequence, chunk)'s splits merges them, a [BLOCK_G, D] tile a split
+        gl.thread_barrier()  # every thread's partial stores before the release
+        done = gl.atomic_add(count_ptr + gl.program_id(0), 1, sem="acq_rel", scope="gpu")
+        if done == n_splits - 1:
+            gl.thread_barrier()  # the acquire, carried to every thread before any load
+            rows = (b.to(gl.int64) * n_kv_heads * group + h * group + offs_g) * n_splits
+            live = (offs_g < group)[:, None]
+            ROW_Q: gl.constexpr = gl.SliceLayout(1, Q_L)
+            m = gl.full([BLOCK_G], float("-inf"), gl.float32, ROW_Q)
+            for u in range(n_splits):
+                m = gl.maximum(m, gl.load(lse_ptr + rows + u, mask=offs_g < group, other=0.0))
+            den = gl.zeros([BLOCK_G], gl.float32, ROW_Q)
+            tot = gl.zeros([BLOCK_G, D], gl.float32, Q_L)
+            for u in range(n_splits):
+                w = gl.exp2((gl.load(lse_ptr + rows + u, mask=offs_g < group, other=0.0) - m)
+                            * (1.0 / LN2))
+                o_s = gl.load(o_ptr + (rows + u)[:, None] * D + cols_q[None, :], mask=live,
+                              other=0.0)
+                tot += w[:, None] * o_s
+                den += w
+            q_rows_out = b.to(gl.int64) * n_kv_heads * group + h * group + offs_g
+            gl.store(out_ptr + q_rows_out[:, None] * D + cols_q[None, :],
+                     (tot / den[:, None]).to(out_ptr.dtype.element_ty), mask=live)
+            gl.store(count_ptr + gl.program_id(0), 0)  # zero for the next call (or replay)
 
 
 def descriptor(pool: torch.Tensor):
@@ -126,7 +150,8 @@ def descriptor(pool: torch.Tensor):
     return TensorDescriptor(rows, list(rows.shape), list(rows.stride()), box, layout)
 
 
-def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1, warp_cols=1):
+def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1, warp_cols=1,
+                fused=False):
     b, hq, d = q.shape
     hkv, bs = k_pool.shape[2], k_pool.shape[1]
     group = hq // hkv
@@ -137,20 +162,30 @@ def launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks=1, warp_col
     dt = q.dtype if splits == 1 else torch.float32
     o = torch.empty(b * hq * splits, d, device=q.device, dtype=dt)
     lse = torch.empty(b * hq * splits, device=q.device, dtype=torch.float32)
-    args = (q, descriptor(k_pool), descriptor(v_pool), table, o, lse, hkv, group,
+    count = torch.zeros(b * hkv * chunks, device=q.device, dtype=torch.int32)
+    out = torch.empty_like(q)
+    args = (q, descriptor(k_pool), descriptor(v_pool), table, o, lse, count, out, hkv, group,
             blocks // (nb * splits), table.stride(0), d**-0.5 * LOG2E, chunks)
     meta = dict(D=d, BS=bs, BLOCK_G=block_g, STAGES=stages, NB=nb, WARPS=block_g // 16,
-                WARP_COLS=warp_cols, num_warps=block_g // 16 * warp_cols)
-    return (b * hkv * chunks, splits), args, meta, o, lse
+                WARP_COLS=warp_cols, num_warps=block_g // 16 * warp_cols,
+                FUSED=fused and splits > 1)
+    return (b * hkv * chunks, splits), args, meta, o, lse, out
 
 
-def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4, chunks=1, warp_cols=1):
-    grid, args, meta, o, lse = launch_args(q, k_pool, v_pool, table, splits, stages, nb, chunks,
-                                           warp_cols)
+def gluon_mqa(q, k_pool, v_pool, table, splits=2, stages=2, nb=4, chunks=1, warp_cols=1,
+              merge="kernel"):
+    """merge: "kernel" (the shipped merge kernel after), "fused" (the last split of a sequence
+    merges, one launch), "none" (the partials only: a timing of the split kernel alone)."""
+    grid, args, meta, o, lse, out = launch_args(q, k_pool, v_pool, table, splits, stages, nb,
+                                                chunks, warp_cols, merge == "fused")
     _gluon_mqa[grid](*args, **meta)
     b, hq, d = q.shape
     if splits == 1:
         return o.view(b, hq, d)
+    if merge == "fused":
+        return out
+    if merge == "none":
+        return o
     o_part, lse_part = o.view(b, hq, splits, d), lse.view(b, hq, splits)
     out = torch.empty_like(q)
     pa._merge_splits[(b * hq,)](
@@ -168,7 +203,7 @@ def compile_report():
     table = torch.zeros(B, N // BS, dtype=torch.int32)
     for chunks, stages, nb, cols in ((1, 3, 2, 1), (2, 3, 2, 1), (2, 2, 8, 4), (2, 3, 8, 4),
                                      (2, 3, 4, 4), (2, 4, 4, 4)):
-        grid, args, meta, _, _ = launch_args(q, *pools, table, 2, stages, nb, chunks, cols)
+        grid, args, meta, *_ = launch_args(q, *pools, table, 2, stages, nb, chunks, cols, True)
         compiled = compile_gluon(_gluon_mqa, args, meta)
         text, _, _ = fs.ptxas_v(compiled.asm["ptx"])
         loop = fs.main_loop(fs.sass_lines(fs.sass(compiled.asm["cubin"])))
@@ -178,7 +213,7 @@ def compile_report():
 
 
 def time_it(out_path, splits=(1, 2, 4), chunks=(1,),
-            configs=((2, 4), (3, 4), (3, 2), (4, 2)), warp_cols=1):
+            configs=((2, 4), (3, 4), (3, 2), (4, 2)), warp_cols=1, merges=("kernel",)):
     from bench import core
     from minimodel.paged_attention import paged_decode
 
@@ -191,14 +226,22 @@ def time_it(out_path, splits=(1, 2, 4), chunks=(1,),
     for ch in chunks:  # a group's heads over `ch` programs (one warp each at ch = 2)
         for sp in splits:
             for st, nb in configs:
-                name = f"gluon_split{sp}_s{st}_nb{nb}" + (f"_c{ch}" if ch > 1 else "")
-                name += f"_w{warp_cols}" if warp_cols > 1 else ""
-                fns[name] = (lambda sp=sp, st=st, nb=nb, ch=ch:
-                             gluon_mqa(q, k_pool, v_pool, table, sp, st, nb, ch, warp_cols))
+                for mg in merges if sp > 1 else ("kernel",):
+                    name = f"gluon_split{sp}_s{st}_nb{nb}" + (f"_c{ch}" if ch > 1 else "")
+                    name += f"_w{warp_cols}" if warp_cols > 1 else ""
+                    name += f"_{mg}" if mg != "kernel" else ""
+                    fns[name] = (lambda sp=sp, st=st, nb=nb, ch=ch, mg=mg:
+                                 gluon_mqa(q, k_pool, v_pool, table, sp, st, nb, ch, warp_cols,
+                                           mg))
     base = fns["mqa_shipped"]()
     records = {}
     for name, fn in fns.items():
         try:
+            if name.endswith("_none"):  # the split kernel alone: timed, its output not final
+                fn()
+                torch.cuda.synchronize()
+                records[name] = {"impl": name, "max_diff_vs_shipped": None}
+                continue
             diff = (fn().float() - base.float()).abs().max().item()
         except Exception as e:  # noqa: BLE001 - a variant that does not build is data too
             print(f"{name}: {type(e).__name__}: {str(e)[:200]}", flush=True)
@@ -206,7 +249,7 @@ def time_it(out_path, splits=(1, 2, 4), chunks=(1,),
         print(f"{name}: max diff vs shipped {diff:.2e}", flush=True)
         records[name] = {"impl": name, "max_diff_vs_shipped": diff}
     fns = {k: f for k, f in fns.items()
-           if k in records and records[k]["max_diff_vs_shipped"] < 1e-2}
+           if k in records and (records[k]["max_diff_vs_shipped"] or 0.0) < 1e-2}
     core.in_turns({k: records[k] for k in fns}, fns, 3, must_capture=True)
     core.save(Path(out_path), {"environment": core.environment(),
                                "copy_bytes_per_s": core.copy_rate(),
@@ -222,10 +265,11 @@ if __name__ == "__main__":
     ap.add_argument("--chunks", default="1")
     ap.add_argument("--configs", default="2x4,3x4,3x2,4x2", help="stages x blocks an iteration")
     ap.add_argument("--warp-cols", type=int, default=1, help="warps side by side on the columns")
+    ap.add_argument("--merges", default="kernel", help="kernel, fused, none (comma-separated)")
     a = ap.parse_args()
     if a.compile:
         compile_report()
     if a.time:
         splits, chunks = (tuple(int(x) for x in t.split(",")) for t in (a.splits, a.chunks))
         configs = tuple(tuple(int(x) for x in c.split("x")) for c in a.configs.split(","))
-        time_it(a.out, splits, chunks, configs, a.warp_cols)
+        time_it(a.out, splits, chunks, configs, a.warp_cols, tuple(a.merges.split(",")))
