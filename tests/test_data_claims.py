@@ -2372,6 +2372,15 @@ def test_gluon_mqa_probe_stated():
                    f"{us3['mqa_sdpa_cudnn']:.1f}: no closer")
     stated(LAB03B, f"one warp a program streams its sequence too slowly "
                    f"({us3['gluon_split1_s3_nb2_c2']:.1f} µs)")
+    # four warps a program side by side on keys and d (cuDNN's 1x4x1 tile): slower still
+    us4, data4 = probe_us("gluon-mqa4-h200.json")
+    assert data4["environment"]["commit"] == "0f0be23"
+    wide = {k: t for k, t in us4.items() if k.endswith("_w4")}
+    best4 = min(wide, key=wide.get)
+    assert best4 == "gluon_split4_s3_nb4_w4" and wide[best4] > us3["gluon_split4_s3_nb2"]
+    assert wide[best4] > us4["mqa_sdpa_cudnn"]
+    stated(LAB03B, f"were slower still: {wide[best4]:.1f} µs at\nbest (4 splits, 3 stages, 64-key "
+                   f"iterations), against cuDNN's {us4['mqa_sdpa_cudnn']:.1f} in the same run")
 
 
 def test_fold_merge_trade_stated():
