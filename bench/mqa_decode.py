@@ -1,15 +1,18 @@
 """MQA decode with the group cut into chunks (issue 23; Lab 03 part 2, "The decode kernel"): our
-decode kernel at DECODE_MAX_GROUP_ROWS (G_max) = 16, 32 and 64 (64: no chunks), through a block
-table and (minimodel.attention) on the contiguous cache, beside SDPA's cuDNN backend, at
-B = 64, 4,096 keys, 32 query heads and B = 256, 2,048 keys, 64 query heads (one kv head,
-d = 128, fp16). Each record of ours says the tile, chunks and splits its launch used;
-`vs_cudnn` is cuDNN's time over its own.
+Triton decode kernel at DECODE_MAX_GROUP_ROWS (G_max) = 16, 32 and 64 (64: no chunks), through a
+block table (paged_attention.HOPPER_16 off) and (minimodel.attention) on the contiguous cache;
+`paged_decode` as shipped, which sends these groups to the 16-bit Hopper kernel on an H100/H200
+("Large groups on Hopper": paged_bs16_hopper16); beside SDPA's cuDNN backend, at B = 64, 4,096
+keys, 32 query heads and B = 256, 2,048 keys, 64 query heads (one kv head, d = 128, fp16). Each
+record of ours says the kernel, tile, chunks and splits its launch used; `vs_cudnn` is cuDNN's
+time over its own.
 
     PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.mqa_decode \
         --out $OUT/mqa-decode-h200.json      # about a minute on the H200 (expected, not run)
 
 data/mqa-decode-perkey-h200.json holds the same calls on the kernel before it read one table
-entry per block (tree 2a9cf7e).
+entry per block (tree 2a9cf7e); data/mqa-decode-h200.json (e30d5cb) the Triton forms only, before
+the 16-bit Hopper kernel (its paged_bs16_gmax* records are the Triton kernel, as here).
 """
 
 import statistics
@@ -22,7 +25,7 @@ import triton
 
 from bench import core
 from bench.core import arguments, environment, save
-from minimodel import kernels, paged_attention
+from minimodel import kernels, paged_attention, paged_attention_hopper
 from minimodel.attention import attention
 from minimodel.paged_attention import paged_decode
 from minimodel.roofline import kv_cache_bytes
@@ -39,6 +42,23 @@ def max_group_rows(g_max: int):
     return mock.patch.object(paged_attention, "DECODE_MAX_GROUP_ROWS", g_max)
 
 
+def triton_kernel(g_max: int):
+    """paged_decode on the Triton kernel (HOPPER_16 off) at G_max = g_max, as max_group_rows."""
+    def wrap(fn):
+        return mock.patch.object(paged_attention, "HOPPER_16", False)(max_group_rows(g_max)(fn))
+    return wrap
+
+
+def hopper16_launch(b: int, n: int, hq: int) -> dict:
+    """The tile, chunks, splits and programs the 16-bit Hopper kernel's launch takes."""
+    ph = paged_attention_hopper
+    chunks = ph.chunks16(hq // HKV)
+    splits = ph.splits16(b, HKV, hq // HKV, n, kernels.num_sms(torch.device(DEVICE)))
+    return {"kernel": "hopper16", "block_g": ph.BLOCK_G16, "chunks": chunks, "splits": splits,
+            "block_n": ph.ITERATION16, "num_warps": ph.BLOCK_G16 // 16,
+            "programs": b * HKV * chunks * splits}
+
+
 def launch_shape(b: int, n: int, hq: int, g_max: int) -> dict:
     """The tile, chunks, splits and programs `_launch_decode` picks for this shape at g_max."""
     with max_group_rows(g_max):
@@ -46,7 +66,8 @@ def launch_shape(b: int, n: int, hq: int, g_max: int) -> dict:
     cfg = paged_attention.decode_config(triton.next_power_of_2(D), 2, block_g)
     sms = kernels.num_sms(torch.device(DEVICE))
     splits = paged_attention.choose_num_splits(b, HKV, n, cfg.block_n, sms, chunks)
-    launch = {"g_max": g_max, "block_g": block_g, "chunks": chunks, "splits": splits}
+    launch = {"kernel": "triton", "g_max": g_max, "block_g": block_g, "chunks": chunks,
+              "splits": splits}
     return launch | {
         "block_n": cfg.block_n,
         "num_warps": cfg.num_warps,
@@ -73,9 +94,15 @@ def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:
         }
         for impl, (fn, form) in forms.items():
             name = f"{impl}_gmax{g_max}"
-            fns[name] = max_group_rows(g_max)(fn)
+            fns[name] = triton_kernel(g_max)(fn)
             recs[name] = {**shape, "impl": name, **launch_shape(b, n, hq, g_max)}
             recs[name]["form"] = f"{form}; DECODE_MAX_GROUP_ROWS = {g_max}"
+    fns["paged_bs16_hopper16"] = lambda: paged_decode(q, k_pool, v_pool, table, lens_t,
+                                                      max_context_len=n)
+    recs["paged_bs16_hopper16"] = {
+        **shape, "impl": "paged_bs16_hopper16", **hopper16_launch(b, n, hq),
+        "form": f"paged_decode as shipped: the 16-bit Hopper kernel, blocks of {BLOCK_SIZE}, "
+                "random order"}
     fns["sdpa_cudnn"] = lambda: core.sdpa_cudnn(q4, k, v)[:, :, 0]
     form = "SDPA, cuDNN backend, contiguous cache, enable_gqa"
     recs["sdpa_cudnn"] = {**shape, "impl": "sdpa_cudnn", "form": form}

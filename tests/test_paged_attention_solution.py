@@ -1,14 +1,16 @@
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#tests/test_paged_attention_solution.py>>[init]
 """Checks of this page's solution itself, beyond the task's interface: the split choice, the
-tiles, the rows each kernel writes, other tile shapes, the interpreter switch, and the public
-entry point minimodel.attention (tangled from docs/lab/03b-paged-kernels.md; not run by
-`make check-mine`)."""
+tiles, the rows each kernel writes, other tile shapes, the interpreter switch, the 16-bit Hopper
+kernel, and the public entry point minimodel.attention (tangled from
+docs/lab/03b-paged-kernels.md; not run by `make check-mine`)."""
 
+import contextlib
 import copy
 import os
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import pytest
 import torch
@@ -34,7 +36,7 @@ from test_paged_attention import (
 )
 
 from minimodel import attention as attention_module
-from minimodel import kernels
+from minimodel import kernels, paged_attention_hopper
 from minimodel import paged_attention as pa  # its internals are looked up when a test runs:
 from minimodel.attention import (  # a learner's module has none
     KernelPagedKVCache,
@@ -587,6 +589,142 @@ def test_gpu_bad_entries_and_lengths_leave_the_context_usable(monkeypatch, entry
     check_decode_keys(out, lse, q, k, v, 0, range(3000))
     torch.cuda.synchronize()
     assert torch.ones(4, device="cuda").sum().item() == 4  # CUDA work still runs
+# ~/~ end
+
+
+# ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-hopper16-check>>[init]
+# --- Large groups on Hopper: the 16-bit kernel -----------------------------------------------
+
+@pytest.mark.parametrize(("batch", "hkv", "group", "keys", "splits"), [
+    (64, 1, 32, 4096, 4), (32, 2, 32, 8192, 4), (64, 1, 64, 4096, 2), (256, 1, 64, 2048, 1),
+    (8, 1, 32, 4096, 16), (8, 1, 32, 1024, 4), (1, 1, 32, 100, 1),
+])
+def test_the_16bit_split_rule(batch, hkv, group, keys, splits):
+    """splits16 on an H200 (132 SMs): powers of two while the grid stays within two programs
+    an SM, at most 16, no split shorter than eight iterations of 32 keys."""
+    assert paged_attention_hopper.splits16(batch, hkv, group, keys, 132) == splits
+
+
+@contextlib.contextmanager
+def on_the_16bit_kernel():
+    """Asserts that the 16-bit Hopper kernel ran the decode calls inside (a fresh plan)."""
+    real = paged_attention_hopper.launch_args16
+    with (mock.patch.dict(pa._DECODE_PLANS, clear=True),
+          mock.patch.object(paged_attention_hopper, "launch_args16", wraps=real) as spy):
+        yield
+    assert spy.called
+
+
+HOPPER16_LENS = [0, 1, 15, 16, 17, 31, 32, 33, 64, 65, 200, 1000]  # block and iteration edges
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize(("hq", "hkv"), [(32, 1), (24, 1), (80, 2)])
+@pytest.mark.parametrize("window", [None, 5, 40])
+@pytest.mark.parametrize("num_splits", [None, 1, 3])
+def test_gpu_hopper16_decode_computes_attention(dtype, d, hq, hkv, window, num_splits):
+    """Ragged lengths, blocks freed behind a window (their -1 entries never read: nothing
+    flagged), NaN wherever no sequence owns a slot: the reference's bar."""
+    lens = HOPPER16_LENS
+    first_kept = None if window is None else [max(0, n - window) for n in lens]
+    cache = make_cache(lens, hkv, d, 16, dtype=dtype, device="cuda", first_kept=first_kept)
+    q = make_q(len(lens), hq, d, dtype=dtype, device="cuda")
+    flags = torch.zeros(len(lens), dtype=torch.int32, device="cuda")
+    with on_the_16bit_kernel():
+        check_decode(q, cache, lens, window=window, num_splits=num_splits,
+                     max_context_len=max(lens), error_flags=flags)
+    assert not flags.any()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [1, 2])
+def test_gpu_hopper16_flags_bad_entries_and_lengths(num_splits, monkeypatch):
+    """Entries -1 and num_blocks (never followed), a length past its row (cut to it): flagged as
+    the Triton kernel flags them, in their sequences only; every other sequence's output as on
+    the good table."""
+    lens = HOPPER16_LENS
+    cache = make_cache(lens, 1, 128, 16, dtype=torch.float16, device="cuda")
+    k, v, k_pool, v_pool, good, good_lens = cache
+    q = make_q(len(lens), 32, 128, dtype=torch.float16, device="cuda")
+    table, lens_t = good.clone(), good_lens.clone()
+    table[4, 1], table[10, 0] = -1, k_pool.shape[0]
+    table[6] = table[6, 0]  # every entry of row 6 in the pool, and its length past the row
+    lens_t[6] = table.shape[1] * 16 + 5
+    table = fenced(table, k_pool.shape[0] + 7)  # past each row: an entry outside the pool
+    kw = {"max_context_len": max(lens), "num_splits": num_splits}
+    flags = [torch.zeros(len(lens), dtype=torch.int32, device="cuda") for _ in range(2)]
+    with on_the_16bit_kernel():
+        got = paged_decode(q, k_pool, v_pool, table, lens_t, error_flags=flags[0], **kw)
+        want = paged_decode(q, k_pool, v_pool, good, good_lens, **kw)
+    monkeypatch.setattr(pa, "HOPPER_16", False)
+    paged_decode(q, k_pool, v_pool, table, lens_t, error_flags=flags[1], **kw)
+    entry, length = pa.ERR_BAD_ENTRY, pa.ERR_BAD_LENGTH
+    assert flags[0].tolist() == flags[1].tolist() == [0, 0, 0, 0, entry, 0, length, 0, 0, 0,
+                                                      entry, 0]
+    keep = [r for r in range(len(lens)) if r not in (4, 6, 10)]
+    torch.testing.assert_close(got[keep], want[keep])
+    assert got[[4, 10]].isfinite().all()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("num_splits", [1, 4])
+def test_gpu_hopper16_without_lse_and_strided_q(num_splits):
+    """Without lse (o stands in for its pointer, the merge stores O only), and q read through
+    its strides: the same O as with lse on contiguous q, bit for bit."""
+    lens = [300, 4097, 1]
+    cache = make_cache(lens, 1, 128, 16, dtype=torch.float16, device="cuda")
+    q = make_q(3, 32, 128, dtype=torch.float16, device="cuda")
+    strided = torch.empty(3, 32, 256, dtype=torch.float16, device="cuda")[..., ::2]
+    strided.copy_(q)
+    kw = {"max_context_len": 4097, "num_splits": num_splits}
+    args = cache[2:]
+    with on_the_16bit_kernel():
+        with_lse, _ = paged_decode(q, *args, return_lse=True, **kw)
+        torch.testing.assert_close(paged_decode(q, *args, **kw), with_lse, atol=0, rtol=0)
+        torch.testing.assert_close(paged_decode(strided, *args, **kw), with_lse, atol=0, rtol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_hopper16_split_call_replayed_from_a_graph():
+    """A split call (the last split merging) captured once and replayed on new queries: each
+    replay as an eager call on the same inputs, so the counters were back at 0 every time."""
+    lens = [4096] * 8
+    cache = make_cache(lens, 1, 128, 16, dtype=torch.float16, device="cuda")
+    q = make_q(8, 32, 128, dtype=torch.float16, device="cuda")
+    kw = {"max_context_len": 4096}
+    with on_the_16bit_kernel():
+        paged_decode(q, *cache[2:], **kw)  # compiled before the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = paged_decode(q, *cache[2:], **kw)
+        for seed in range(3):
+            q.copy_(make_q(8, 32, 128, dtype=torch.float16, device="cuda", seed=seed))
+            graph.replay()
+            torch.testing.assert_close(out, paged_decode(q, *cache[2:], **kw), atol=0, rtol=0)
+    check_decode(q, cache, lens, max_context_len=4096)
+
+
+@pytest.mark.gpu
+def test_gpu_hopper16_takes_only_what_fits():
+    """fits16: the MQA case in both dtypes, and each condition broken alone (those go to the
+    Triton kernel, whose checks above cover them)."""
+    from minimodel.paged_attention_hopper import fits16
+
+    cache = make_cache([64], 1, 128, 16, dtype=torch.float16, device="cuda")
+    q = make_q(1, 32, 128, dtype=torch.float16, device="cuda")
+    pools = cache[2:4]
+    assert fits16(q, *pools) and fits16(q.bfloat16(), *(p.bfloat16() for p in pools))
+    assert not fits16(q[:, :16], *pools)  # a group of 16: the Triton kernel
+    assert not fits16(q.float(), *(p.float() for p in pools))
+    wide = make_cache([64], 2, 128, 16, dtype=torch.float16, device="cuda")
+    assert not fits16(make_q(1, 64, 128, dtype=torch.float16, device="cuda"),
+                      wide[2][:, :, :1], wide[3][:, :, :1])  # not contiguous
+    small = make_cache([64], 1, 32, 16, dtype=torch.float16, device="cuda")
+    assert not fits16(make_q(1, 32, 32, dtype=torch.float16, device="cuda"), *small[2:4])
+    blocks32 = make_cache([64], 1, 128, 32, dtype=torch.float16, device="cuda")
+    assert not fits16(q, *blocks32[2:4])
 # ~/~ end
 
 

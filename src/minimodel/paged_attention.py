@@ -1038,6 +1038,10 @@ MERGE_BLOCK_S = 16  # splits per step of the merge's loops
 # 8-bit pools go to the Hopper kernel (paged_attention_hopper) where it fits; False keeps them on
 # the Triton kernel (benchmarks, tests)
 HOPPER_FP8 = True
+# 16-bit pools of groups of more than 16 query heads go to the Hopper 16-bit kernel where it fits
+# (paged_attention_hopper.fits16, "Large groups on Hopper"); False keeps them on the Triton
+# kernel (benchmarks, tests)
+HOPPER_16 = True
 
 
 def _launch_decode(q, k, v, block_tables, context_lens, *, n_k, strides_k, strides_v,
@@ -1115,22 +1119,32 @@ def _settings() -> tuple:
     of its key, so that a change takes effect at the next call."""
     return (decode_config, DECODE_TILE_BYTES, FP8_DECODE_TILE_BYTES, DECODE_MAX_GROUP_ROWS,
             FOLD_MERGE, FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS,
-            MERGE_BLOCK_S, LONGEST_FIRST_BATCH, num_sms, INTERPRET, HOPPER_FP8,
-            paged_attention_hopper.fits, paged_attention_hopper.hopper_splits)
+            MERGE_BLOCK_S, LONGEST_FIRST_BATCH, num_sms, INTERPRET, HOPPER_FP8, HOPPER_16,
+            paged_attention_hopper.fits, paged_attention_hopper.hopper_splits,
+            paged_attention_hopper.fits16, paged_attention_hopper.splits16)
 
 
 def _split_decode(q, k, v, block_tables, n_k, block_size, n_kv_heads, max_context_len,
                   num_splits, window, fold_merge, capturing, scales) -> tuple:
     """How a decode call is cut: (splits, fold, the workspace's sizes for _workspace, the tile
-    config, the window as the kernel takes it, BLOCK_G, chunks, keys per split, whether the
-    Hopper kernel runs it; the tile config None then)."""
+    config, the window as the kernel takes it, BLOCK_G, chunks, keys per split, the kernel:
+    "triton", or "hopper8" or "hopper16" (paged_attention_hopper; the tile config None then))."""
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     elem = k.element_size()
-    hopper = HOPPER_FP8 and scales is not None and paged_attention_hopper.fits(q, k, v, *scales)
-    if hopper:  # one chunk of 16 rows, 64-key iterations (paged_attention_hopper)
+    ph = paged_attention_hopper
+    kernel = "triton"
+    if HOPPER_FP8 and scales is not None and ph.fits(q, k, v, *scales):
+        kernel = "hopper8"
+    elif (HOPPER_16 and paged and scales is None and ph.fits16(q, k, v)
+          and (num_splits or 1) <= ph.MAX_SPLITS16):
+        kernel = "hopper16"
+    if kernel == "hopper8":  # one chunk of 16 rows, 64-key iterations
         cfg, chunks = None, 1
-        block_g, step = paged_attention_hopper.BLOCK_G, paged_attention_hopper.ITERATION
+        block_g, step = ph.BLOCK_G, ph.ITERATION
+    elif kernel == "hopper16":  # chunks of 32 rows, 32-key iterations
+        cfg, chunks = None, ph.chunks16(hq // n_kv_heads)
+        block_g, step = ph.BLOCK_G16, ph.ITERATION16
     else:
         block_g, chunks = group_rows(hq // n_kv_heads)
         cfg = decode_config(max(16, next_power_of_2(d)), elem, block_g)  # the pools' bytes
@@ -1141,15 +1155,18 @@ def _split_decode(q, k, v, block_tables, n_k, block_size, n_kv_heads, max_contex
     fold = FOLD_MERGE if fold_merge is None else fold_merge
     if fold is None:  # K and V's bytes bound the call's GPU time: fold while it is short
         fold = 2 * b * n_kv_heads * keys * d * elem <= FOLD_MAX_KV_BYTES and not capturing
-    if num_splits is None and hopper:
-        num_splits = paged_attention_hopper.hopper_splits(b, n_kv_heads, keys, num_sms(q.device))
+    if num_splits is None and kernel == "hopper8":
+        num_splits = ph.hopper_splits(b, n_kv_heads, keys, num_sms(q.device))
+    elif num_splits is None and kernel == "hopper16":
+        num_splits = ph.splits16(b, n_kv_heads, hq // n_kv_heads, keys, num_sms(q.device))
     elif num_splits is None:
         num_splits = choose_num_splits(b, n_kv_heads, keys, step, num_sms(q.device), chunks)
     split_len = cdiv(cdiv(max(keys, 1), num_splits), step) * step
-    # one split writes (O, lse) itself: nothing to merge; the Hopper kernel never folds
-    fold = fold and num_splits > 1 and not hopper
+    # one split writes (O, lse) itself: nothing to merge; the 8-bit Hopper kernel never folds,
+    # the 16-bit one always does (its last split merges)
+    fold = num_splits > 1 and (kernel == "hopper16" or fold and kernel == "triton")
     space = (b, hq, num_splits, d, b * n_kv_heads * chunks, fold)
-    return num_splits, fold, space, cfg, window, block_g, chunks, split_len, hopper
+    return num_splits, fold, space, cfg, window, block_g, chunks, split_len, kernel
 
 
 def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, strides_v, block_size,
@@ -1157,7 +1174,7 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
                      lse_dst, counts) -> list[tuple]:
     """The decode kernel's launch and, split and not folded, the merge's: (kernel, grid, args,
     meta) each, for `launch` or kernels.Prepared."""
-    num_splits, fold, _, cfg, window, block_g, chunks, split_len, hopper = split
+    num_splits, fold, _, cfg, window, block_g, chunks, split_len, kernel = split
     paged = block_tables is not None
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     head_dim = max(16, next_power_of_2(d))
@@ -1184,12 +1201,20 @@ def _decode_launches(q, k, v, block_tables, context_lens, n_k, strides_k, stride
     # first, sorting a power of two of entries (few batch sizes compile a kernel of their own)
     longest_first = (next_power_of_2(b) if paged and num_splits > 1
                      and LONGEST_FIRST_BATCH[0] <= b <= LONGEST_FIRST_BATCH[1] else 0)
-    if hopper:  # 8-bit pools on a Hopper GPU, as paged_attention_hopper.fits admits
+    if kernel == "hopper8":  # 8-bit pools on a Hopper GPU, as paged_attention_hopper.fits admits
         launches = [paged_attention_hopper.launch_args(
             q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags, *scales,
             qk_scale=tau * LOG2E, window=window, split_len=split_len, num_splits=num_splits,
             capacity=capacity, strides_o=so, strides_lse=sl,
             store_lse=with_lse or num_splits > 1, flags=(ERR_BAD_ENTRY, ERR_BAD_LENGTH))]
+    elif kernel == "hopper16":  # large groups in 16 bits, as paged_attention_hopper.fits16 admits
+        launches = [paged_attention_hopper.launch_args16(
+            q, k, v, block_tables, context_lens, o_dst, lse_dst, error_flags,
+            *((o, lse_ptr, counts) if fold else (None, None, None)),
+            qk_scale=tau * LOG2E, window=window, split_len=split_len, num_splits=num_splits,
+            capacity=capacity, strides_o=so, strides_lse=sl,
+            store_lse=with_lse or num_splits > 1, with_lse=with_lse,
+            flags=(ERR_BAD_ENTRY, ERR_BAD_LENGTH))]
     else:
         # A pointer passed as None costs the launch nothing (Triton makes it a constexpr); a
         # tensor costs a driver call to check it (cuPointerGetAttribute): unused pointers are None.
