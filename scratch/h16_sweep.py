@@ -9,8 +9,6 @@ import argparse
 from pathlib import Path
 from unittest import mock
 
-import torch
-
 from bench import core
 from minimodel import paged_attention as pa
 from minimodel import paged_attention_hopper as ph
