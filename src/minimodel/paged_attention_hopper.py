@@ -545,14 +545,17 @@ def _paged_decode_hopper16(
             o_rows = (o_ptr + b64 * stride_ob + heads_m[:, None] * stride_oh
                       + cols_m[None, :] * stride_od)
             lse_rows = lse_ptr + b64 * stride_lb + heads_m * stride_lh
+            # Theory 01's merge: o = sum_u e^(lse_u - m) o_u / sum_u e^(lse_u - m), m = max lse_u.
+            # A loop, not unrolled: unrolled, every split's tile is live at once and spills (at 8
+            # splits 57 us against 50 at MQA, data/h16-variants-h200.json)
             m = gl.full([BLOCK_G], float("-inf"), gl.float32, gl.SliceLayout(1, MERGE))
-            for u in gl.static_range(SPLITS):
+            for u in range(SPLITS):
                 m = gl.maximum(m, gl.load(lse_rows + u * stride_ls, mask=m_ok,
                                           other=float("-inf")))
             m_use = gl.where(m == float("-inf"), 0.0, m)  # every split empty: weights 0
             den = gl.zeros([BLOCK_G], gl.float32, gl.SliceLayout(1, MERGE))
             tot = gl.zeros([BLOCK_G, D], gl.float32, MERGE)
-            for u in gl.static_range(SPLITS):
+            for u in range(SPLITS):
                 w = gl.exp2((gl.load(lse_rows + u * stride_ls, mask=m_ok, other=float("-inf"))
                              - m_use) * (1.0 / LN2))
                 tot += w[:, None] * gl.load(o_rows + u * stride_os, mask=m_ok[:, None], other=0.0)
@@ -573,7 +576,7 @@ ITERATION16 = 2 * BLOCK_SIZE  # keys an iteration of the 16-bit kernel: two bloc
 BLOCK_G16 = 32  # query rows a program: two warps of 16
 STAGES16 = 2  # iterations in flight
 PROGRAMS_PER_SM16 = 2  # two-warp programs: split while the grid stays within two an SM
-MAX_SPLITS16 = 16  # the merge is unrolled over the splits (a constexpr): few of them
+MAX_SPLITS16 = 16  # the split count is a constexpr (a kernel of its own): few of them
 MIN_ITERATIONS_PER_SPLIT16 = 8
 
 
