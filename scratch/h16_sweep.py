@@ -58,6 +58,9 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="h16-sweep.json")
     ap.add_argument("--stages", default="2,3")
+    ap.add_argument("--splits", default="0,2,4,8", help="0: the rule's")
+    ap.add_argument("--shapes", default="64x4096x32,256x2048x64", help="B x keys x Hq, ...")
     a = ap.parse_args()
     main(a.out, tuple(int(x) for x in a.stages.split(",")),
-         shapes=((64, 4096, 32), (256, 2048, 64)))
+         tuple(int(x) or None for x in a.splits.split(",")),
+         tuple(tuple(int(x) for x in sh.split("x")) for sh in a.shapes.split(",")))
