@@ -618,13 +618,20 @@ def on_the_16bit_kernel():
 HOPPER16_LENS = [0, 1, 15, 16, 17, 31, 32, 33, 64, 65, 200, 1000]  # block and iteration edges
 
 
+@pytest.fixture
+def any_batch(monkeypatch):
+    """The 16-bit kernel at any batch: MIN_PROGRAMS16 is a speed rule, not a limit of it."""
+    monkeypatch.setattr(paged_attention_hopper, "MIN_PROGRAMS16", 1)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("d", [64, 128])
 @pytest.mark.parametrize(("hq", "hkv"), [(32, 1), (24, 1), (80, 2)])
 @pytest.mark.parametrize("window", [None, 5, 40])
 @pytest.mark.parametrize("num_splits", [None, 1, 3])
-def test_gpu_hopper16_decode_computes_attention(dtype, d, hq, hkv, window, num_splits):
+def test_gpu_hopper16_decode_computes_attention(dtype, d, hq, hkv, window, num_splits,
+                                                any_batch):
     """Ragged lengths, blocks freed behind a window (their -1 entries never read: nothing
     flagged), NaN wherever no sequence owns a slot: the reference's bar."""
     lens = HOPPER16_LENS
@@ -640,7 +647,7 @@ def test_gpu_hopper16_decode_computes_attention(dtype, d, hq, hkv, window, num_s
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits", [1, 2])
-def test_gpu_hopper16_flags_bad_entries_and_lengths(num_splits, monkeypatch):
+def test_gpu_hopper16_flags_bad_entries_and_lengths(num_splits, monkeypatch, any_batch):
     """Entries -1 and num_blocks (never followed), a length past its row (cut to it): flagged as
     the Triton kernel flags them, in their sequences only; every other sequence's output as on
     the good table."""
@@ -670,7 +677,7 @@ def test_gpu_hopper16_flags_bad_entries_and_lengths(num_splits, monkeypatch):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("num_splits", [1, 4])
-def test_gpu_hopper16_without_lse_and_strided_q(num_splits):
+def test_gpu_hopper16_without_lse_and_strided_q(num_splits, any_batch):
     """Without lse (o stands in for its pointer, the merge stores O only), and q read through
     its strides: the same O as with lse on contiguous q, bit for bit."""
     lens = [300, 4097, 1]
@@ -687,7 +694,7 @@ def test_gpu_hopper16_without_lse_and_strided_q(num_splits):
 
 
 @pytest.mark.gpu
-def test_gpu_hopper16_split_call_replayed_from_a_graph():
+def test_gpu_hopper16_split_call_replayed_from_a_graph(any_batch):
     """A split call (the last split merging) captured once and replayed on new queries: each
     replay as an eager call on the same inputs, so the counters were back at 0 every time."""
     lens = [4096] * 8
@@ -707,13 +714,18 @@ def test_gpu_hopper16_split_call_replayed_from_a_graph():
 
 
 @pytest.mark.gpu
-def test_gpu_hopper16_takes_only_what_fits():
+def test_gpu_hopper16_takes_only_what_fits(monkeypatch):
     """fits16: the MQA case in both dtypes, and each condition broken alone (those go to the
     Triton kernel, whose checks above cover them)."""
     from minimodel.paged_attention_hopper import fits16
 
     cache = make_cache([64], 1, 128, 16, dtype=torch.float16, device="cuda")
     q = make_q(1, 32, 128, dtype=torch.float16, device="cuda")
+    programs = paged_attention_hopper.MIN_PROGRAMS16  # B Hkv chunks16 before splitting
+    assert not fits16(q, *cache[2:4])
+    assert fits16(q.expand(programs, -1, -1), *cache[2:4])
+    assert not fits16(q.expand(programs - 1, -1, -1), *cache[2:4])
+    monkeypatch.setattr(paged_attention_hopper, "MIN_PROGRAMS16", 1)
     pools = cache[2:4]
     assert fits16(q, *pools) and fits16(q.bfloat16(), *(p.bfloat16() for p in pools))
     assert not fits16(q[:, :16], *pools)  # a group of 16: the Triton kernel

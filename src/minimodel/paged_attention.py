@@ -1121,7 +1121,8 @@ def _settings() -> tuple:
             FOLD_MERGE, FOLD_MAX_KV_BYTES, PROGRAMS_PER_SM, MIN_TILES_PER_SPLIT, MAX_SPLITS,
             MERGE_BLOCK_S, LONGEST_FIRST_BATCH, num_sms, INTERPRET, HOPPER_FP8, HOPPER_16,
             paged_attention_hopper.fits, paged_attention_hopper.hopper_splits,
-            paged_attention_hopper.fits16, paged_attention_hopper.splits16)
+            paged_attention_hopper.fits16, paged_attention_hopper.splits16,
+            paged_attention_hopper.MIN_PROGRAMS16)
 
 
 def _split_decode(q, k, v, block_tables, n_k, block_size, n_kv_heads, max_context_len,

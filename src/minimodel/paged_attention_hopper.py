@@ -578,18 +578,25 @@ STAGES16 = 2  # iterations in flight
 PROGRAMS_PER_SM16 = 2  # two-warp programs: split while the grid stays within two an SM
 MAX_SPLITS16 = 16  # the split count is a constexpr (a kernel of its own): few of them
 MIN_ITERATIONS_PER_SPLIT16 = 8
+# Programs before any split (B Hkv chunks) below which the Triton kernel is faster: its many short
+# splits fill the GPU where this kernel's two-warp programs cannot (MQA, 4,096 keys: 15.2 against
+# 21.8 us at B = 8, 17.4 against 22.0 at B = 16, 31.0 against 29.7 at B = 32;
+# data/h16-splits-h200.json)
+MIN_PROGRAMS16 = 32
 
 
 def fits16(q: torch.Tensor, k_pool: torch.Tensor, v_pool: torch.Tensor) -> bool:
     """Whether `paged_decode`'s fast path on these (checked) 16-bit pools takes the 16-bit
     kernel: a Hopper GPU, q and the pools float16 or bfloat16, d 64 or 128, blocks of 16, a
-    group of more than 16 query heads (smaller groups stay on the Triton kernel, measured as
-    fast there), contiguous pools, 16-byte aligned as the TMA needs."""
+    group of more than 16 query heads (smaller groups stay on the Triton kernel) and at least
+    MIN_PROGRAMS16 programs before splitting, contiguous pools, 16-byte aligned as the TMA
+    needs."""
     if INTERPRET or not q.is_cuda or capability(q.device)[0] != 9:
         return False
     num_blocks, bs, hkv, d = k_pool.shape
+    group = q.shape[1] // hkv
     return (q.dtype in (torch.float16, torch.bfloat16) and d in HEAD_DIMS and bs == BLOCK_SIZE
-            and q.shape[1] // hkv > 16
+            and group > 16 and q.shape[0] * hkv * chunks16(group) >= MIN_PROGRAMS16
             and k_pool.is_contiguous() and v_pool.is_contiguous()
             # TMA coordinates are int32, one block past the pool included
             and (num_blocks + 1) * bs * max(hkv, 1) < 2**31
