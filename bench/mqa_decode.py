@@ -44,8 +44,10 @@ def max_group_rows(g_max: int):
 
 def triton_kernel(g_max: int):
     """paged_decode on the Triton kernel (HOPPER_16 off) at G_max = g_max, as max_group_rows."""
+
     def wrap(fn):
         return mock.patch.object(paged_attention, "HOPPER_16", False)(max_group_rows(g_max)(fn))
+
     return wrap
 
 
@@ -54,9 +56,15 @@ def hopper16_launch(b: int, n: int, hq: int) -> dict:
     ph = paged_attention_hopper
     chunks = ph.chunks16(hq // HKV)
     splits = ph.splits16(b, HKV, hq // HKV, n, kernels.num_sms(torch.device(DEVICE)))
-    return {"kernel": "hopper16", "block_g": ph.BLOCK_G16, "chunks": chunks, "splits": splits,
-            "block_n": ph.ITERATION16, "num_warps": ph.BLOCK_G16 // 16,
-            "programs": b * HKV * chunks * splits}
+    return {
+        "kernel": "hopper16",
+        "block_g": ph.BLOCK_G16,
+        "chunks": chunks,
+        "splits": splits,
+        "block_n": ph.ITERATION16,
+        "num_warps": ph.BLOCK_G16 // 16,
+        "programs": b * HKV * chunks * splits,
+    }
 
 
 def launch_shape(b: int, n: int, hq: int, g_max: int) -> dict:
@@ -66,8 +74,13 @@ def launch_shape(b: int, n: int, hq: int, g_max: int) -> dict:
     cfg = paged_attention.decode_config(triton.next_power_of_2(D), 2, block_g)
     sms = kernels.num_sms(torch.device(DEVICE))
     splits = paged_attention.choose_num_splits(b, HKV, n, cfg.block_n, sms, chunks)
-    launch = {"kernel": "triton", "g_max": g_max, "block_g": block_g, "chunks": chunks,
-              "splits": splits}
+    launch = {
+        "kernel": "triton",
+        "g_max": g_max,
+        "block_g": block_g,
+        "chunks": chunks,
+        "splits": splits,
+    }
     return launch | {
         "block_n": cfg.block_n,
         "num_warps": cfg.num_warps,
@@ -97,12 +110,16 @@ def bench_shape(b: int, n: int, hq: int, rounds: int) -> list[dict]:
             fns[name] = triton_kernel(g_max)(fn)
             recs[name] = {**shape, "impl": name, **launch_shape(b, n, hq, g_max)}
             recs[name]["form"] = f"{form}; DECODE_MAX_GROUP_ROWS = {g_max}"
-    fns["paged_bs16_hopper16"] = lambda: paged_decode(q, k_pool, v_pool, table, lens_t,
-                                                      max_context_len=n)
+    fns["paged_bs16_hopper16"] = lambda: paged_decode(
+        q, k_pool, v_pool, table, lens_t, max_context_len=n
+    )
     recs["paged_bs16_hopper16"] = {
-        **shape, "impl": "paged_bs16_hopper16", **hopper16_launch(b, n, hq),
+        **shape,
+        "impl": "paged_bs16_hopper16",
+        **hopper16_launch(b, n, hq),
         "form": f"paged_decode as shipped: the 16-bit Hopper kernel, blocks of {BLOCK_SIZE}, "
-                "random order"}
+        "random order",
+    }
     fns["sdpa_cudnn"] = lambda: core.sdpa_cudnn(q4, k, v)[:, :, 0]
     form = "SDPA, cuDNN backend, contiguous cache, enable_gqa"
     recs["sdpa_cudnn"] = {**shape, "impl": "sdpa_cudnn", "form": form}
