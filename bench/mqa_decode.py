@@ -8,7 +8,7 @@ record of ours says the kernel, tile, chunks and splits its launch used; `vs_cud
 time over its own.
 
     PYTHONPATH=src:. MINIMODEL_COMMIT=<hash> python -m bench.mqa_decode \
-        --out $OUT/mqa-decode-h200.json      # about a minute on the H200 (expected, not run)
+        --out $OUT/mqa-decode-hopper16-h200.json      # about a minute on the H200
 
 data/mqa-decode-perkey-h200.json holds the same calls on the kernel before it read one table
 entry per block (tree 2a9cf7e); data/mqa-decode-h200.json (e30d5cb) the Triton forms only, before

@@ -34,6 +34,7 @@ from test_paged_attention import (
     spare_block,
     starts,
 )
+from test_paged_fp8 import sm90_ptx
 
 from minimodel import attention as attention_module
 from minimodel import kernels, paged_attention_hopper
@@ -605,14 +606,9 @@ def test_the_16bit_split_rule(batch, hkv, group, keys, splits):
     assert paged_attention_hopper.splits16(batch, hkv, group, keys, 132) == splits
 
 
-# The 16-bit kernel compiled for sm_90 by Triton's NVIDIA backend (no GPU needed), four splits;
-# its PTX printed. Run apart, as HOPPER_PTX.
+# The 16-bit kernel, four splits, for sm90_ptx (Lab 03's 8-bit checks).
 HOPPER16_PTX = """
 import torch, triton
-from triton.backends.compiler import GPUTarget
-from triton.experimental.gluon._runtime import GluonASTSource
-from triton.runtime.jit import mangle_type
-from minimodel.kernels import _jit_args
 from minimodel import paged_attention_hopper as ph
 b, hq, hkv, d, n, nb, splits = 4, 32, 1, 128, 256, 64, 4
 q = torch.zeros(b, hq, d, dtype=torch.float16)
@@ -624,19 +620,6 @@ kernel, _, args, meta = ph.launch_args16(
     q, k, v, table, lens, o, lse, None, out, out, counts, qk_scale=0.1, window=None,
     split_len=64, num_splits=splits, capacity=n, strides_o=o.stride(), strides_lse=lse.stride(),
     store_lse=True, with_lse=False, flags=(1, 2))
-pointer = {torch.float16: "*fp16", torch.float32: "*fp32", torch.int32: "*i32"}
-signature, constexprs = {}, {}
-for i, p in enumerate(p.name for p in kernel.params):
-    a = _jit_args(args)[i] if i < len(args) else None
-    if p in meta or a is None:
-        signature[p], constexprs[(i,)] = "constexpr", meta.get(p)
-    else:
-        signature[p] = (pointer[a.dtype] if isinstance(a, torch.Tensor) else
-                        "fp32" if isinstance(a, float) else
-                        "i32" if isinstance(a, int) else mangle_type(a))
-src = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-print(triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                     options={"num_warps": meta["num_warps"]}).asm["ptx"])
 """
 
 
@@ -645,16 +628,7 @@ def test_the_16bit_kernel_copies_by_tma_and_orders_its_merge():
     STAGES16 iterations that fill the ring and in the loop's refill; the merge's counter added by
     one atom.acq_rel.gpu between two barriers, the second before any load of the partials (the
     order of the Triton kernel's fold, "Merging the splits")."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
-        pytest.skip("this Triton has no NVIDIA backend to compile for sm_90 with")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    ptx = subprocess.run([sys.executable, "-c", HOPPER16_PTX], env=env, capture_output=True,
-                         text=True, check=True).stdout
+    ptx = sm90_ptx(HOPPER16_PTX)
     assert ptx.count("cp.async.bulk.tensor.2d") == 4 * (paged_attention_hopper.STAGES16 + 1)
     assert "mma.sync.aligned.m16n8k16" in ptx
     lines = ptx.splitlines()

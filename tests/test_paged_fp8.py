@@ -682,14 +682,49 @@ def test_gpu_minigpt_decodes_the_verb_sequence_through_the_fp8_and_the_16_bit_ca
 
 
 # ~/~ begin <<docs/lab/03b-paged-kernels.md#paged-fp8-check-hopper>>[init]
-# The Hopper kernel compiled for sm_90 by Triton's NVIDIA backend (no GPU needed) at the bars'
-# head dim, two splits; its PTX printed. Run apart, as FOLD_PTX in the solution's checks.
-HOPPER_PTX = """
-import torch, triton
+# A Gluon launch (kernel, args, meta, as launch_args makes them) compiled for sm_90 by Triton's
+# NVIDIA backend (no GPU needed); its PTX printed. The tail of a script that sets them up.
+SM90_PTX = """
 from triton.backends.compiler import GPUTarget
 from triton.experimental.gluon._runtime import GluonASTSource
 from triton.runtime.jit import mangle_type
 from minimodel.kernels import _jit_args
+pointer = {torch.float16: "*fp16", torch.float32: "*fp32", torch.int32: "*i32"}
+signature, constexprs = {}, {}
+for i, p in enumerate(p.name for p in kernel.params):
+    a = _jit_args(args)[i] if i < len(args) else None
+    if p in meta or a is None:
+        signature[p], constexprs[(i,)] = "constexpr", meta.get(p)
+    else:
+        signature[p] = (pointer[a.dtype] if isinstance(a, torch.Tensor) else
+                        "fp32" if isinstance(a, float) else
+                        "i32" if isinstance(a, int) else mangle_type(a))
+src = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+print(triton.compile(src, target=GPUTarget("cuda", 90, 32),
+                     options={"num_warps": meta["num_warps"]}).asm["ptx"])
+"""
+
+
+def sm90_ptx(setup: str) -> str:
+    """The PTX of the launch the script `setup` makes (SM90_PTX after it), compiled in a
+    process of its own, as FOLD_PTX in the solution's checks: conftest's TRITON_INTERPRET=1
+    turns every kernel of this one into the interpreter's. Skips where this Triton has no NVIDIA
+    backend."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
+        pytest.skip("this Triton has no NVIDIA backend to compile for sm_90 with")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-c", setup + SM90_PTX], env=env,
+                          capture_output=True, text=True, check=True).stdout
+
+
+# The Hopper kernel at the bars' head dim, two splits.
+HOPPER_PTX = """
+import torch, triton
 from minimodel import paged_attention_hopper as ph
 from minimodel.paged_attention import FP8_DTYPE
 b, hq, hkv, d, n, nb = 4, 32, 8, 128, 256, 64
@@ -702,18 +737,6 @@ kernel, _, args, meta = ph.launch_args(
     q, k, v, table, lens, o, lse, None, ks, vs, qk_scale=0.1, window=None, split_len=128,
     num_splits=2, capacity=n, strides_o=o.stride(), strides_lse=lse.stride(), store_lse=True,
     flags=(1, 2))
-pointer = {torch.float16: "*fp16", torch.float32: "*fp32", torch.int32: "*i32"}
-signature, constexprs = {}, {}
-for i, p in enumerate(p.name for p in kernel.params):
-    a = _jit_args(args)[i] if i < len(args) else None
-    if p in meta or a is None:
-        signature[p], constexprs[(i,)] = "constexpr", meta.get(p)
-    else:
-        signature[p] = (pointer[a.dtype] if isinstance(a, torch.Tensor) else
-                        "fp32" if isinstance(a, float) else
-                        "i32" if isinstance(a, int) else mangle_type(a))
-src = GluonASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-print(triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1}).asm["ptx"])
 """
 
 
@@ -721,17 +744,9 @@ def test_the_hopper_kernel_reads_the_pools_through_the_tma_only():
     """Compiled for sm_90: four TMA copies a block (K, V, their scales), four blocks an
     iteration, in the STAGES iterations that fill the ring and in the loop's refill; no plain
     load of an 8-bit element."""
-    import os
     import re
-    import subprocess
-    import sys
-    from pathlib import Path
 
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
-        pytest.skip("this Triton has no NVIDIA backend to compile for sm_90 with")
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    ptx = subprocess.run([sys.executable, "-c", HOPPER_PTX], env=env, capture_output=True,
-                         text=True, check=True).stdout
+    ptx = sm90_ptx(HOPPER_PTX)
     assert ptx.count("cp.async.bulk.tensor.2d") == 4 * 4 * (paged_attention_hopper.STAGES + 1)
     assert not re.search(r"ld\.global[.\w]*\.[bsu]8\b", ptx)
     assert "mma.sync.aligned.m16n8k16" in ptx
